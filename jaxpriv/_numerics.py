@@ -1,0 +1,174 @@
+"""Numerical plumbing shared by every kernel: the float64 policy, input validation and log-space helpers.
+
+Two rules live here (SPEC §0.3-0.4):
+
+* Accounting runs in float64 whatever the caller's global ``jax_enable_x64`` flag says. Public functions
+  wrap their work in :func:`float64`, a scoped ``jax.enable_x64(True)``; the caller's flag is never
+  flipped globally.
+* Invalid input raises ``ValueError`` naming the parameter and its valid range. Validation runs once, at
+  the Python boundary, on concrete values; inside a caller's ``jit``/``grad`` (tracers) it is skipped and
+  the kernels compute on whatever they are given.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import erfcx, log_ndtr, logsumexp
+
+__all__ = [
+    "float64",
+    "is_concrete",
+    "check_array",
+    "check_orders",
+    "log_sub",
+    "log_expm1",
+    "log1mexp",
+    "signed_logsumexp",
+    "log_normal_cdf",
+]
+
+
+@contextlib.contextmanager
+def float64() -> Iterator[None]:
+    """Scope float64 for the accounting path without touching the caller's global JAX setting."""
+    with jax.enable_x64(True):
+        yield
+
+
+def is_concrete(x) -> bool:
+    """True when ``x`` holds values we can inspect (not a tracer inside the caller's jit/grad)."""
+    return not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(x))
+
+
+def _range_text(lo, hi, lo_open, hi_open) -> str:
+    left = "(" if lo_open else "["
+    right = ")" if hi_open else "]"
+    return f"{left}{lo}, {hi}{right}"
+
+
+def check_array(
+    name: str,
+    value,
+    lo: float = -np.inf,
+    hi: float = np.inf,
+    *,
+    lo_open: bool = False,
+    hi_open: bool = False,
+    integer: bool = False,
+    allow_inf: bool = False,
+):
+    """Validate ``value`` and return it as a float64 JAX array.
+
+    Raises ``ValueError`` naming ``name`` and its valid range when ``value`` is empty, NaN, infinite
+    (unless ``allow_inf``), outside the range, or not integer-valued when ``integer`` is set.
+    Tracers pass through unchecked (see module docstring).
+    """
+    if not is_concrete(value):
+        with float64():
+            return jnp.asarray(value, dtype=jnp.float64)
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be a real number or an array of real numbers, got {value!r}") from err
+    valid = f"{name} must lie in {_range_text(lo, hi, lo_open, hi_open)}"
+    if arr.size == 0:
+        raise ValueError(f"{name} is empty; {valid}")
+    if np.isnan(arr).any():
+        raise ValueError(f"{name} contains NaN; {valid}")
+    if not allow_inf and np.isinf(arr).any():
+        raise ValueError(f"{name} contains inf; {valid}")
+    bad = (arr <= lo) if lo_open else (arr < lo)
+    bad |= (arr >= hi) if hi_open else (arr > hi)
+    if bad.any():
+        first = arr[bad].flat[0]
+        raise ValueError(f"{valid}, got {first!r}")
+    if integer and (np.floor(arr) != arr).any():
+        first = arr[np.floor(arr) != arr].flat[0]
+        raise ValueError(f"{name} must be an integer, got {first!r}")
+    with float64():
+        return jnp.asarray(arr, dtype=jnp.float64)
+
+
+def check_orders(orders) -> np.ndarray:
+    """Validate a 1-D array of Rényi orders (each > 1, finite, non-empty) and return it as numpy float64.
+
+    Orders stay concrete (numpy) because the kernels specialise on them: integer orders use the finite
+    binomial sum and every order's series length is fixed at trace time.
+    """
+    if not is_concrete(orders):
+        raise ValueError("orders must be concrete values (not traced); pass them as a numpy array or list")
+    arr = np.asarray(orders, dtype=np.float64)
+    if arr.ndim == 0:
+        arr = arr[None]
+    if arr.ndim != 1:
+        raise ValueError(f"orders must be a 1-D array of Rényi orders in (1, inf), got shape {arr.shape}")
+    check_array("orders", arr, 1.0, np.inf, lo_open=True)
+    return arr
+
+
+def check_broadcastable(**arrays) -> tuple:
+    """Return the broadcast shape of the named arrays or raise ``ValueError`` naming the mismatch."""
+    shapes = {name: np.shape(a) for name, a in arrays.items()}
+    try:
+        return np.broadcast_shapes(*shapes.values())
+    except ValueError:
+        described = ", ".join(f"{name} {shape}" for name, shape in shapes.items())
+        raise ValueError(f"shapes do not broadcast together: {described}") from None
+
+
+def log_sub(log_a, log_b):
+    """log(e^a − e^b) for a ≥ b; −inf when a == b."""
+    diff = log_b - log_a
+    return jnp.where(diff < 0, log_a + log1mexp(jnp.minimum(diff, 0.0)), -jnp.inf)
+
+
+def log1mexp(x):
+    """log(1 − e^x) for x ≤ 0, accurate near 0 and for very negative x (Mächler 2012)."""
+    x = jnp.minimum(x, 0.0)
+    safe_small = jnp.where(x > -0.6931471805599453, x, -1.0)
+    safe_large = jnp.where(x > -0.6931471805599453, -1.0, x)
+    return jnp.where(
+        x > -0.6931471805599453,
+        jnp.log(-jnp.expm1(safe_small)),
+        jnp.log1p(-jnp.exp(safe_large)),
+    )
+
+
+def log_expm1(x):
+    """log(e^x − 1) for x > 0, without overflow for large x or cancellation for small x."""
+    small = jnp.where(x < 30.0, x, 1.0)
+    return jnp.where(x < 30.0, jnp.log(jnp.expm1(small)), x + jnp.log1p(-jnp.exp(-jnp.where(x < 30.0, 30.0, x))))
+
+
+def signed_logsumexp(log_abs, sign, axis=-1):
+    """Return (log|S|, sign(S)) for S = Σ sign·e^{log_abs} along ``axis``, without overflow.
+
+    Positive and negative parts are summed separately in log space, then subtracted once, so the only
+    cancellation is the final one (whose relative error is eps·(|pos|+|neg|)/|S|).
+    """
+    pos = logsumexp(jnp.where(sign > 0, log_abs, -jnp.inf), axis=axis)
+    neg = logsumexp(jnp.where(sign < 0, log_abs, -jnp.inf), axis=axis)
+    big = jnp.maximum(pos, neg)
+    small = jnp.minimum(pos, neg)
+    finite = jnp.isfinite(big)
+    diff = jnp.where(finite, small - big, -jnp.inf)
+    log_abs_sum = jnp.where(finite, big + log1mexp(jnp.minimum(diff, 0.0)), -jnp.inf)
+    # An exact tie gives log1mexp(0) = -inf: S = 0.
+    return log_abs_sum, jnp.where(pos >= neg, 1.0, -1.0)
+
+
+def log_normal_cdf(x):
+    """log Φ(x) to full float64 relative precision everywhere.
+
+    ``jax.scipy.special.log_ndtr`` switches to a 3-term asymptotic series below x = −20, which is off by
+    up to ~4e-9 in Φ there; the scaled complementary error function has no such gap:
+    Φ(x) = ½ erfcx(−x/√2) e^{−x²/2} for x < 0.
+    """
+    neg = jnp.where(x < -5.0, x, -5.0)
+    tail = jnp.log(0.5 * erfcx(-neg / np.sqrt(2.0))) - 0.5 * neg * neg
+    return jnp.where(x < -5.0, tail, log_ndtr(jnp.maximum(x, -5.0)))
