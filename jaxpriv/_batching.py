@@ -17,8 +17,13 @@ DEFAULT_CHUNK = 4096
 
 
 def _bucket(n: int, chunk: int, multiple: int) -> int:
-    """Padded batch size: the next power of two ≥ n (so small queries compile few shapes), at most chunk."""
-    size = 1 if n <= 1 else 1 << (n - 1).bit_length()
+    """Padded batch size: 1, 16, 256 or 4096… (the next power of 16 ≥ n), at most ``chunk``.
+
+    Every distinct size is a separate compilation of a large kernel, so sizes are coarse on purpose.
+    """
+    size = 1
+    while size < n:
+        size *= 16
     size = min(size, chunk)
     return -(-size // multiple) * multiple
 

@@ -214,6 +214,20 @@ def test_fractional_orders_never_above_dp_accounting():
 Q_REF, SIGMA_REF, T_REF, DELTA_REF = 0.01, 1.1, 1e4, 1e-5
 
 
+REF_ORDERS = {"dpa": rdp.DP_ACCOUNTING_ORDERS, "default": rdp.DEFAULT_ORDERS, "dpa_int": DPA_INT_ORDERS}
+
+
+@functools.lru_cache(maxsize=None)
+def _ref_rho(name):
+    """ρ of the reference event on one of the REF_ORDERS grids (each grid compiles once)."""
+    return np.asarray(rdp.subsampled_gaussian(Q_REF, SIGMA_REF, REF_ORDERS[name]))
+
+
+def _ref_curve(name):
+    """T·ρ, multiplied in numpy float64 (see test_scaled_curve_stays_float64)."""
+    return _ref_rho(name) * T_REF
+
+
 def test_default_orders_contain_dp_accounting_orders():
     np.testing.assert_array_equal(rdp.DP_ACCOUNTING_ORDERS, np.asarray(dpa.DEFAULT_RDP_ORDERS, dtype=float))
     assert rdp.DP_ACCOUNTING_ORDERS.size == 156
@@ -223,7 +237,7 @@ def test_default_orders_contain_dp_accounting_orders():
 
 def test_reference_epsilon_dp_accounting_orders():
     orders = rdp.DP_ACCOUNTING_ORDERS
-    eps, order = rdp.to_epsilon(rdp.subsampled_gaussian(Q_REF, SIGMA_REF, orders) * T_REF, orders, DELTA_REF)
+    eps, order = rdp.to_epsilon(_ref_curve("dpa"), orders, DELTA_REF)
     assert float(eps) <= 5.632010670
     assert float(eps) == pytest.approx(5.632010670, rel=1e-3)
     assert float(order) in set(orders.tolist())
@@ -231,19 +245,31 @@ def test_reference_epsilon_dp_accounting_orders():
 
 def test_reference_epsilon_integer_orders_equals_dp_accounting():
     orders = DPA_INT_ORDERS
-    eps, order = rdp.to_epsilon(rdp.subsampled_gaussian(Q_REF, SIGMA_REF, orders) * T_REF, orders, DELTA_REF)
+    eps, order = rdp.to_epsilon(_ref_curve("dpa_int"), orders, DELTA_REF)
     ref_curve = dpa._compute_rdp_poisson_subsampled_gaussian(Q_REF, SIGMA_REF, orders) * T_REF
     ref_eps, ref_order = dpa.compute_epsilon(orders, ref_curve, DELTA_REF)
     assert float(eps) == pytest.approx(ref_eps, rel=1e-9)
     assert float(order) == ref_order
 
 
-def test_default_orders_never_worse_than_dp_accounting_orders():
-    def eps(orders):
-        curve = rdp.subsampled_gaussian(Q_REF, SIGMA_REF, orders) * T_REF
-        return float(rdp.to_epsilon(curve, orders, DELTA_REF)[0])
+def test_value_at_an_order_does_not_depend_on_the_other_orders():
+    """Each order is computed independently: the same (q, σ, α) gives the same ρ in any order grid."""
+    dpa_rho, default_rho, int_rho = _ref_rho("dpa"), _ref_rho("default"), _ref_rho("dpa_int")
+    where = np.searchsorted(rdp.DEFAULT_ORDERS, rdp.DP_ACCOUNTING_ORDERS)
+    np.testing.assert_allclose(default_rho[where], dpa_rho, rtol=1e-12, atol=0)
+    is_int = rdp.DP_ACCOUNTING_ORDERS == np.floor(rdp.DP_ACCOUNTING_ORDERS)
+    np.testing.assert_allclose(dpa_rho[is_int], int_rho, rtol=1e-12, atol=0)
+    # the 16 oracle orders (configs × orders batch) vs a 6-order grid, at α = 4.7
+    k = ORACLE_CASES.index((Q_REF, SIGMA_REF, 4.7))
+    small = np.asarray(rdp.subsampled_gaussian(Q_REF, SIGMA_REF, SMALL_ORDERS))[2]
+    assert oracle_jaxpriv()[k] == pytest.approx(small, rel=1e-12)
 
-    assert eps(rdp.DEFAULT_ORDERS) <= eps(rdp.DP_ACCOUNTING_ORDERS)
+
+def test_default_orders_never_worse_than_dp_accounting_orders():
+    def eps(name):
+        return float(rdp.to_epsilon(_ref_curve(name), REF_ORDERS[name], DELTA_REF)[0])
+
+    assert eps("default") <= eps("dpa")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -437,11 +463,11 @@ def test_to_delta_is_a_probability():
 
 
 def test_float64_outputs_with_x64_off():
-    curve = rdp.subsampled_gaussian(Q_REF, SIGMA_REF, SMALL_ORDERS)
+    curve = np.asarray(rdp.subsampled_gaussian(Q_REF, SIGMA_REF, SMALL_ORDERS))
     outs = [
         rdp.gaussian(1.0, SMALL_ORDERS),
         rdp.laplace(1.0, SMALL_ORDERS),
-        curve,
+        rdp.subsampled_gaussian(Q_REF, SIGMA_REF, SMALL_ORDERS),
         rdp.compose(curve, curve, counts=[1, 2]),
         *rdp.to_epsilon(curve * T_REF, SMALL_ORDERS, DELTA_REF),
         *rdp.to_delta(curve * T_REF, SMALL_ORDERS, 5.0),
@@ -451,6 +477,17 @@ def test_float64_outputs_with_x64_off():
     # a value float32 cannot hold: Laplace at α = 1 + 1e-7 needs ~1e-9 relative accuracy
     got = float(rdp.laplace(1.0, [1 + 1e-7])[0])
     assert got == pytest.approx(float(mp_laplace(1.0, 1 + 1e-7)), rel=1e-9)
+
+
+def test_scaled_curve_stays_float64():
+    """The SPEC's usage pattern ``to_epsilon(subsampled_gaussian(...) * T, ...)`` with the global flag off:
+    scaling the returned curve by a Python float must not silently drop it to float32."""
+    curve = rdp.subsampled_gaussian(Q_REF, SIGMA_REF, SMALL_ORDERS)
+    scaled = curve * T_REF
+    assert scaled.dtype == jnp.float64, scaled.dtype
+    eps = float(rdp.to_epsilon(scaled, SMALL_ORDERS, DELTA_REF)[0])
+    want = float(rdp.to_epsilon(np.asarray(curve) * T_REF, SMALL_ORDERS, DELTA_REF)[0])
+    assert eps == pytest.approx(want, rel=1e-13)
 
 
 def test_under_jit_with_x64_off():
@@ -471,7 +508,7 @@ def test_traced_orders_are_rejected():
 
 
 def _epsilon_of_sigma(sigma):
-    curve = rdp.subsampled_gaussian(Q_REF, sigma, SMALL_ORDERS) * T_REF
+    curve = rdp.compose(rdp.subsampled_gaussian(Q_REF, sigma, SMALL_ORDERS), counts=[T_REF])
     return rdp.to_epsilon(curve, SMALL_ORDERS, DELTA_REF)[0]
 
 

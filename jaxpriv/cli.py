@@ -1,0 +1,387 @@
+"""The ``jaxpriv`` command: ε of DP-SGD, calibration of σ / q / T, ε sweeps and the privacy report.
+
+    jaxpriv epsilon --q 0.01 --sigma 1.1 --steps 10000 --delta 1e-5
+    jaxpriv calibrate sigma --epsilon 1,2,4,8 --q 0.01 --steps 10000 --delta 1e-5
+    jaxpriv sweep --q 1e-3:0.1:25:log --sigma 0.6:3:40 --steps 10000 --delta 1e-5 --out sweep-out
+    jaxpriv report --quick --out reproduce-out
+
+Exit status: 0 on success; 2 on a bad argument, with a one-line message naming it and its valid range.
+Invalid values are caught by the library (its ``ValueError`` names the parameter and its range) and by
+argparse (malformed numbers and grids, unknown choices, missing arguments).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import sys
+import warnings
+
+import numpy as np
+
+from . import __version__
+
+__all__ = ["main", "build_parser", "parse_grid"]
+
+_FORMATTER = argparse.RawDescriptionHelpFormatter
+_NAMES = {"sigma": "the noise multiplier σ", "q": "the sampling rate q", "steps": "the number of steps T"}
+_HELP = {
+    "q": "Poisson sampling rate in (0, 1]",
+    "sigma": "noise multiplier σ > 0",
+    "steps": "number of steps T ≥ 1",
+    "delta": "δ in (0, 1)",
+}
+_SYMBOL = {"sigma": "σ", "q": "q", "steps": "T"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``) and return the exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as stop:  # argparse exits by itself on --help (0) and on usage errors (2)
+        return int(stop.code or 0)
+    _enable_compilation_cache()
+    try:
+        return args.handler(args)
+    except ValueError as err:  # invalid input: the library's message names the parameter and its range
+        print(f"jaxpriv: error: {err}", file=sys.stderr)
+        return 2
+
+
+def _enable_compilation_cache() -> None:
+    """Keep compiled kernels on disk: each kernel's first call compiles for seconds, later runs reuse it.
+
+    The cache lives in $JAXPRIV_CACHE_DIR (set it empty to disable), else ~/.cache/jaxpriv/xla; a cache
+    directory already configured in JAX (by the user or a test harness) is left alone.
+    """
+    import jax
+
+    if jax.config.jax_compilation_cache_dir is not None:
+        return
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = os.environ.get("JAXPRIV_CACHE_DIR", os.path.join(base, "jaxpriv", "xla"))
+    if path:
+        jax.config.update("jax_compilation_cache_dir", path)
+
+
+# --------------------------------------------------------------------------------------------------
+# Argument types
+# --------------------------------------------------------------------------------------------------
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return int(text)
+
+
+def parse_grid(text: str) -> np.ndarray:
+    """A 1-D array from ``START:STOP:NUM`` (linear), ``START:STOP:NUM:log`` (geometric), ``a,b,c`` or ``a``."""
+    if ":" not in text:
+        return np.array([_number(part) for part in text.split(",")])
+    parts = text.split(":")
+    if len(parts) not in (3, 4) or (len(parts) == 4 and parts[3] not in ("log", "lin")):
+        raise argparse.ArgumentTypeError(
+            f"malformed grid {text!r}; expected START:STOP:NUM[:log], a comma-separated list or one number"
+        )
+    start, stop, num = _number(parts[0]), _number(parts[1]), _positive_int(parts[2])
+    if len(parts) == 4 and parts[3] == "log":
+        if not (start > 0 and stop > 0):
+            raise argparse.ArgumentTypeError(f"a log grid needs START > 0 and STOP > 0, got {text!r}")
+        return np.geomspace(start, stop, num)
+    return np.linspace(start, stop, num)
+
+
+# --------------------------------------------------------------------------------------------------
+# Parser
+# --------------------------------------------------------------------------------------------------
+
+
+def _add_orders(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--orders", choices=("default", "dp_accounting"), default="default",
+        help="Rényi orders: jaxpriv's default grid (a superset of dp_accounting's) or dp_accounting's 156",
+    )
+
+
+def _subparser(subparsers, name: str, summary: str, example: str, **kwargs) -> argparse.ArgumentParser:
+    return subparsers.add_parser(
+        name, help=summary, description=summary, epilog=f"example:\n  {example}", formatter_class=_FORMATTER,
+        **kwargs,
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of the ``jaxpriv`` command (each subcommand sets ``handler``)."""
+    parser = argparse.ArgumentParser(
+        prog="jaxpriv",
+        description="Differential-privacy accounting for DP-SGD: exact RDP, Gaussian DP, calibration.",
+        epilog="examples:\n"
+        "  jaxpriv epsilon --q 0.01 --sigma 1.1 --steps 10000 --delta 1e-5\n"
+        "  jaxpriv report --quick --out reproduce-out\n\n"
+        "Compiled kernels are cached in $JAXPRIV_CACHE_DIR (default ~/.cache/jaxpriv/xla; empty disables).",
+        formatter_class=_FORMATTER,
+    )
+    parser.add_argument("--version", action="version", version=f"jaxpriv {__version__}")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = _subparser(subparsers, "epsilon", "ε of T steps of DP-SGD (Poisson rate q, noise σ) at δ.",
+                   "jaxpriv epsilon --q 0.01 --sigma 1.1 --steps 10000 --delta 1e-5")
+    p.add_argument("--q", type=_number, required=True, help="Poisson sampling rate in [0, 1]")
+    p.add_argument("--sigma", type=_number, required=True, help="noise multiplier σ > 0")
+    p.add_argument("--steps", type=_number, required=True, help="number of steps T ≥ 0")
+    p.add_argument("--delta", type=_number, required=True, help="δ in (0, 1)")
+    _add_orders(p)
+    p.add_argument("--json", action="store_true", help="print a JSON object instead of a table")
+    p.set_defaults(handler=cmd_epsilon)
+
+    p = _subparser(subparsers, "calibrate", "The σ, q or T that meets each target ε (conservatively).",
+                   "jaxpriv calibrate sigma --epsilon 1,2,4,8 --q 0.01 --steps 10000 --delta 1e-5")
+    targets = p.add_subparsers(dest="target", required=True, metavar="{sigma,q,steps}")
+    for target, needs, example in (
+        ("sigma", ("q", "steps"), "jaxpriv calibrate sigma --epsilon 1 --q 0.01 --steps 10000 --delta 1e-5"),
+        ("q", ("sigma", "steps"), "jaxpriv calibrate q --epsilon 1,2 --sigma 1.1 --steps 10000 --delta 1e-5"),
+        ("steps", ("q", "sigma"), "jaxpriv calibrate steps --epsilon 3 --q 0.01 --sigma 1.1 --delta 1e-5"),
+    ):
+        t = _subparser(targets, target, f"Calibrate {_NAMES[target]} to target ε.", example)
+        t.add_argument("--epsilon", type=parse_grid, required=True,
+                       help="target ε > 0: one value, a comma list or START:STOP:NUM[:log]")
+        for name in needs:
+            t.add_argument(f"--{name}", type=_number, required=True, help=_HELP[name])
+        t.add_argument("--delta", type=_number, required=True, help=_HELP["delta"])
+        _add_orders(t)
+        t.add_argument("--json", action="store_true", help="print JSON instead of a table")
+        t.set_defaults(handler=cmd_calibrate)
+
+    p = _subparser(subparsers, "sweep", "ε of DP-SGD over a grid of (q, σ, T, δ), with CSV/JSON/plot output.",
+                   "jaxpriv sweep --q 1e-3:0.1:25:log --sigma 0.6:3:40 --steps 10000 --delta 1e-5 --out sweep-out")
+    grid_help = " (START:STOP:NUM[:log], a comma list or one number)"
+    p.add_argument("--q", type=parse_grid, required=True, help="sampling rates in [0, 1]" + grid_help)
+    p.add_argument("--sigma", type=parse_grid, required=True, help="noise multipliers > 0" + grid_help)
+    p.add_argument("--steps", type=parse_grid, required=True, help="numbers of steps ≥ 0" + grid_help)
+    p.add_argument("--delta", type=parse_grid, required=True, help="δ values in (0, 1)" + grid_help)
+    _add_orders(p)
+    p.add_argument("--out", metavar="DIR", help="write sweep.csv, sweep.json and epsilon_grid.png here")
+    p.add_argument("--csv", metavar="FILE", help="write the results as CSV (q,sigma,steps,delta,epsilon,best_order)")
+    p.add_argument("--json", metavar="FILE", help="write the grid and results as JSON")
+    p.add_argument("--plot", metavar="FILE", help="heatmap of ε over (q, σ) (needs one T and one δ)")
+    p.add_argument("--chunk-size", type=_positive_int, help="configurations per compiled batch (default 4096)")
+    p.set_defaults(handler=cmd_sweep)
+
+    p = _subparser(subparsers, "report", "Privacy report of a default DP-SGD run: report.md and figures.",
+                   "jaxpriv report --quick --out reproduce-out", aliases=["reproduce"])
+    p.add_argument("--out", metavar="DIR", default="reproduce-out", help="output directory (default: %(default)s)")
+    p.add_argument("--quick", action="store_true", help="coarse grids (seconds instead of a minute)")
+    p.set_defaults(handler=cmd_report)
+    return parser
+
+
+# --------------------------------------------------------------------------------------------------
+# Output helpers
+# --------------------------------------------------------------------------------------------------
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def _table(title: str, header: list[str], rows: list[list[str]], numeric: tuple[int, ...] = (1,)):
+    """A rich table; the ``numeric`` columns are right-aligned."""
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for i, name in enumerate(header):
+        table.add_column(name, justify="right" if i in numeric else "left")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.6g}" if math.isfinite(x) else str(x)
+
+
+def _fmt_steps(x: float) -> str:
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
+
+
+def _json_value(x: float):
+    return float(x) if math.isfinite(x) else None  # strict JSON has no inf
+
+
+# --------------------------------------------------------------------------------------------------
+# Subcommands
+# --------------------------------------------------------------------------------------------------
+
+
+def cmd_epsilon(args) -> int:
+    from .report import ORDER_SETS, privacy_summary
+
+    s = privacy_summary(args.q, args.sigma, args.steps, args.delta, orders=ORDER_SETS[args.orders])
+    if args.json:
+        print(json.dumps({**s, "orders": args.orders}, indent=2))
+        return 0
+    console = _console()
+    console.print(f"ε = {_fmt(s['epsilon'])} at δ = {args.delta:g} (best Rényi order α = {s['best_order']:g})")
+    console.print(_table(
+        f"DP-SGD: q = {args.q:g}, σ = {args.sigma:g}, T = {_fmt_steps(args.steps)}, δ = {args.delta:g}",
+        ["accountant", "ε", "note"],
+        [
+            ["RDP, improved conversion", _fmt(s["epsilon"]), f"bound; best order α = {s['best_order']:g}"],
+            ["RDP, classic conversion", _fmt(s["epsilon_classic"]),
+             f"bound, looser; best order α = {s['best_order_classic']:g}"],
+            ["Gaussian DP, CLT", _fmt(s["epsilon_gdp_clt_approximation"]),
+             f"approximation, not a bound (μ ≈ {s['gdp_clt_mu_approximation']:.4g})"],
+        ],
+    ))
+    return 0
+
+
+def _solve(target: str, epsilon, params: dict, delta: float, orders) -> np.ndarray:
+    """The calibrated parameter for each target ε (inf or 0 where a target cannot be met)."""
+    from . import calibrate
+
+    with warnings.catch_warnings():  # unattainable targets are reported in the table instead
+        warnings.simplefilter("ignore", RuntimeWarning)
+        if target == "sigma":
+            value = calibrate.noise_multiplier(epsilon, params["q"], params["steps"], delta, orders=orders)
+        elif target == "q":
+            value = calibrate.sampling_rate(epsilon, params["sigma"], params["steps"], delta, orders=orders)
+        else:
+            value = calibrate.steps(epsilon, params["q"], params["sigma"], delta, orders=orders)
+    return np.asarray(value)
+
+
+def cmd_calibrate(args) -> int:
+    from .accountant import dpsgd_epsilon
+    from .report import ORDER_SETS
+
+    orders = ORDER_SETS[args.orders]
+    fixed = {name: getattr(args, name) for name in ("q", "sigma", "steps") if name != args.target}
+    value = _solve(args.target, args.epsilon, fixed, args.delta, orders)
+    met = np.isfinite(value) & (value > 0)  # σ = inf, q = 0 or T = 0: the target is out of reach
+    # Recompute ε at the calibrated value: it shows the guarantee holds (achieved ≤ target).
+    params = {**fixed, args.target: np.where(met, value, 1.0)}
+    achieved = np.where(met, np.asarray(dpsgd_epsilon(delta=args.delta, orders=orders, **params)), np.nan)
+
+    if args.json:
+        rows = [{"target_epsilon": float(t), args.target: _json_value(v) if m else None,
+                 "achieved_epsilon": _json_value(a), **fixed, "delta": args.delta}
+                for t, v, a, m in zip(args.epsilon, value, achieved, met)]
+        print(json.dumps(rows, indent=2))
+        return 0
+    fmt = _fmt_steps if args.target == "steps" else _fmt
+    rows = [
+        [_fmt(t), fmt(v), _fmt(a), "yes" if a <= t else "NO"] if m else [_fmt(t), "unattainable", "-", "-"]
+        for t, v, a, m in zip(args.epsilon, value, achieved, met)
+    ]
+    given = ", ".join(f"{_SYMBOL[k]} = {_fmt_steps(v) if k == 'steps' else f'{v:g}'}" for k, v in fixed.items())
+    console = _console()
+    console.print(_table(f"{_SYMBOL[args.target]} calibrated for {given}, δ = {args.delta:g}",
+                         ["target ε", _SYMBOL[args.target], "achieved ε", "≤ target"], rows, numeric=(0, 1, 2)))
+    if not met.all():
+        console.print("unattainable: no value of the parameter meets that ε with these orders")
+    return 0
+
+
+def _sweep_paths(args) -> dict:
+    """Where each sweep output goes: explicit --csv/--json/--plot, else default names under --out."""
+    defaults = {"csv": "sweep.csv", "json": "sweep.json", "plot": "epsilon_grid.png"}
+    paths = {kind: getattr(args, kind) for kind in defaults}
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        paths = {kind: path or os.path.join(args.out, defaults[kind]) for kind, path in paths.items()}
+    return {kind: path for kind, path in paths.items() if path}
+
+
+def _check_plottable(args) -> None:
+    """A heatmap needs a 2-D (q, σ) slice with q > 0 (log axis): fail before a long sweep, not after."""
+    if args.steps.size != 1 or args.delta.size != 1:
+        raise ValueError("--plot needs a single --steps and a single --delta value")
+    if args.q.size < 2 or args.sigma.size < 2 or not np.all(args.q > 0):
+        raise ValueError("--plot needs at least 2 values of --q (all > 0, log axis) and of --sigma")
+
+
+def _write_csv(path: str, rows: list[dict]) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)  # floats are written with repr(): they read back exactly
+
+
+def _write_json(path: str, grid, orders: str) -> None:
+    document = {
+        "grid": {name: getattr(grid, name).tolist() for name in ("q", "sigma", "steps", "delta")},
+        "orders": orders,
+        "seconds": grid.seconds,
+        "results": [{k: _json_value(v) for k, v in row.items()} for row in grid.rows()],
+    }
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(document, f, indent=1)
+
+
+def cmd_sweep(args) -> int:
+    from rich.markup import escape
+
+    from . import report
+
+    paths = _sweep_paths(args)
+    if "plot" in paths:
+        _check_plottable(args)
+    # dpsgd_epsilon chunks the grid and shows its own progress bar when there is more than one chunk.
+    grid = report.epsilon_grid(args.q, args.sigma, args.steps, args.delta,
+                               orders=report.ORDER_SETS[args.orders], chunk_size=args.chunk_size)
+    if "csv" in paths:
+        _write_csv(paths["csv"], grid.rows())
+    if "json" in paths:
+        _write_json(paths["json"], grid, args.orders)
+    if "plot" in paths:
+        title = f"DP-SGD ε, T = {_fmt_steps(grid.steps[0])}, δ = {grid.delta[0]:g}"
+        report.plot_epsilon_grid(grid.q, grid.sigma, grid.epsilon[:, :, 0, 0], paths["plot"], title)
+
+    eps = grid.epsilon[np.isfinite(grid.epsilon)]
+    shape = " × ".join(str(a.size) for a in (grid.q, grid.sigma, grid.steps, grid.delta))
+    console = _console()
+    console.print(_table("ε sweep", ["", "value"], [
+        ["configurations", f"{grid.size:,} (q × σ × T × δ = {shape})"],
+        ["min ε", _fmt(eps.min()) if eps.size else "-"],
+        ["median ε", _fmt(np.median(eps)) if eps.size else "-"],
+        ["max ε", _fmt(eps.max()) if eps.size else "-"],
+        ["infinite ε", f"{grid.size - eps.size:,}"],
+        ["time", f"{grid.seconds:.2f} s (compilation included)"],
+        ["configurations/s", f"{grid.size / grid.seconds:,.0f}"],
+    ]))
+    for kind, path in paths.items():
+        console.print(f"wrote {kind}: {escape(path)}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    from rich.markup import escape
+
+    from . import report
+
+    console = _console()
+    files = report.write_report(args.out, quick=args.quick, status=lambda stage: console.print(f"… {stage}"))
+    s = files["summary"]
+    console.print(_table("privacy of the default DP-SGD setting", ["accountant", "ε"], [
+        ["RDP, improved conversion", _fmt(s["epsilon"])],
+        ["RDP, classic conversion", _fmt(s["epsilon_classic"])],
+        ["Gaussian DP, CLT (approximation)", _fmt(s["epsilon_gdp_clt_approximation"])],
+    ]))
+    for kind in ("report", "epsilon_grid", "sigma_vs_epsilon"):
+        console.print(f"wrote {escape(files[kind])}")
+    return 0
