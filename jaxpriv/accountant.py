@@ -20,7 +20,7 @@ import numpy as np
 
 from . import rdp
 from ._batching import map_chunked
-from ._numerics import check_array, check_broadcastable, check_orders, float64, is_concrete
+from ._numerics import as_output, check_array, check_broadcastable, check_orders, float64, is_concrete
 
 __all__ = [
     "Gaussian",
@@ -209,8 +209,8 @@ def dpsgd_epsilon(
                 progress=progress,
                 description="ε sweep",
             )
-            eps, order = jnp.asarray(eps.reshape(shape)), jnp.asarray(order.reshape(shape))
+            eps, order = eps.reshape(shape), order.reshape(shape)
         else:
             eps, order = rdp._dpsgd_epsilon_flat(*(a.reshape(-1) for a in arrays), key)
             eps, order = eps.reshape(shape), order.reshape(shape)
-        return (eps, order) if return_order else eps
+        return as_output((eps, order)) if return_order else as_output(eps)

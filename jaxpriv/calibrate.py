@@ -20,13 +20,14 @@ import numpy as np
 
 from . import rdp
 from ._batching import map_chunked
-from ._numerics import check_array, check_broadcastable, check_orders, float64, is_concrete
+from ._numerics import as_output, check_array, check_broadcastable, check_orders, float64, is_concrete
 
 __all__ = ["noise_multiplier", "sampling_rate", "steps", "solve_monotone"]
 
 _XTOL = 1e-10  # bracket width in log-parameter space (relative width in the parameter)
 _MAX_EXPANSIONS = 60
 _MAX_ITERATIONS = 200
+_MARGIN = 1e-12  # relative headroom on the safe side of a calibrated parameter
 
 
 def solve_monotone(safe_gap, start, step: float = math.log(8.0)):
@@ -95,7 +96,8 @@ def _sigma_core(target, q, steps, delta, orders_key):
         return jnp.log(_eps(q, jnp.exp(log_sigma), steps, delta, orders_key)) - log_target
 
     log_sigma, found = solve_monotone(gap, jnp.zeros_like(target))
-    return jnp.where(found, jnp.exp(log_sigma), jnp.inf)
+    # 1e-12 of headroom: a separately compiled ε evaluation may differ from the solver's by an ulp.
+    return jnp.where(found, jnp.exp(log_sigma + _MARGIN), jnp.inf)
 
 
 @_sigma_core.defjvp
@@ -131,10 +133,10 @@ def _run(kernel, shape, arrays, chunk_size, progress, what):
         flat = [np.asarray(a, dtype=np.float64).reshape(-1) for a in arrays]
         (out,) = map_chunked(lambda *xs: (kernel(*xs),), flat, chunk_size=chunk_size, progress=progress,
                              description=what)
-        out = jnp.asarray(out.reshape(shape))
+        out = out.reshape(shape)
     else:
         out = kernel(*(a.reshape(-1) for a in arrays)).reshape(shape)
-    return out
+    return as_output(out)
 
 
 def _warn_unattainable(value, what: str):
@@ -200,7 +202,7 @@ def _rate_core(target, sigma, steps, delta, orders_key):
         return jnp.log(_eps(q, sigma, steps, delta, orders_key)) - log_target
 
     neg_log_q, found = solve_monotone(gap, jnp.full(target.shape, math.log(100.0)), step=math.log(10.0))
-    q = jnp.where(found, jnp.minimum(jnp.exp(-neg_log_q), 1.0), 0.0)
+    q = jnp.where(found, jnp.minimum(jnp.exp(-neg_log_q - _MARGIN), 1.0), 0.0)
     return jnp.where(full <= target, 1.0, q)
 
 

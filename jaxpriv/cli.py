@@ -65,6 +65,9 @@ def _enable_compilation_cache() -> None:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     path = os.environ.get("JAXPRIV_CACHE_DIR", os.path.join(base, "jaxpriv", "xla"))
     if path:
+        # Create it first: JAX keys the entries written into a missing directory differently, and the
+        # next run would miss them all.
+        os.makedirs(path, exist_ok=True)
         jax.config.update("jax_compilation_cache_dir", path)
 
 
@@ -176,7 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", metavar="FILE", help="write the results as CSV (q,sigma,steps,delta,epsilon,best_order)")
     p.add_argument("--json", metavar="FILE", help="write the grid and results as JSON")
     p.add_argument("--plot", metavar="FILE", help="heatmap of ε over (q, σ) (needs one T and one δ)")
-    p.add_argument("--chunk-size", type=_positive_int, help="configurations per compiled batch (default 4096)")
+    p.add_argument("--chunk-size", type=_positive_int, metavar="N",
+                   help="configurations per compiled batch (default 4096)")
     p.set_defaults(handler=cmd_sweep)
 
     p = _subparser(subparsers, "report", "Privacy report of a default DP-SGD run: report.md and figures.",
@@ -199,15 +203,18 @@ def _console():
 
 
 def _table(title: str, header: list[str], rows: list[list[str]], numeric: tuple[int, ...] = (1,)):
-    """A rich table; the ``numeric`` columns are right-aligned."""
+    """A rich table under a bold title line (a table title would wrap to the table's width);
+    the ``numeric`` columns are right-aligned."""
+    from rich.console import Group
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=title, title_justify="left")
+    table = Table()
     for i, name in enumerate(header):
         table.add_column(name, justify="right" if i in numeric else "left")
     for row in rows:
         table.add_row(*row)
-    return table
+    return Group(Text(title, style="bold"), table)
 
 
 def _fmt(x: float) -> str:
@@ -302,7 +309,6 @@ def _sweep_paths(args) -> dict:
     defaults = {"csv": "sweep.csv", "json": "sweep.json", "plot": "epsilon_grid.png"}
     paths = {kind: getattr(args, kind) for kind in defaults}
     if args.out:
-        os.makedirs(args.out, exist_ok=True)
         paths = {kind: path or os.path.join(args.out, defaults[kind]) for kind, path in paths.items()}
     return {kind: path for kind, path in paths.items() if path}
 
@@ -330,7 +336,7 @@ def _write_json(path: str, grid, orders: str) -> None:
         "results": [{k: _json_value(v) for k, v in row.items()} for row in grid.rows()],
     }
     with open(path, "w", encoding="utf-8") as f:
-        json.dump(document, f, indent=1)
+        json.dump(document, f)
 
 
 def cmd_sweep(args) -> int:
@@ -344,6 +350,8 @@ def cmd_sweep(args) -> int:
     # dpsgd_epsilon chunks the grid and shows its own progress bar when there is more than one chunk.
     grid = report.epsilon_grid(args.q, args.sigma, args.steps, args.delta,
                                orders=report.ORDER_SETS[args.orders], chunk_size=args.chunk_size)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
     if "csv" in paths:
         _write_csv(paths["csv"], grid.rows())
     if "json" in paths:
@@ -355,7 +363,7 @@ def cmd_sweep(args) -> int:
     eps = grid.epsilon[np.isfinite(grid.epsilon)]
     shape = " × ".join(str(a.size) for a in (grid.q, grid.sigma, grid.steps, grid.delta))
     console = _console()
-    console.print(_table("ε sweep", ["", "value"], [
+    console.print(_table("ε sweep", ["", ""], [
         ["configurations", f"{grid.size:,} (q × σ × T × δ = {shape})"],
         ["min ε", _fmt(eps.min()) if eps.size else "-"],
         ["median ε", _fmt(np.median(eps)) if eps.size else "-"],
@@ -363,7 +371,7 @@ def cmd_sweep(args) -> int:
         ["infinite ε", f"{grid.size - eps.size:,}"],
         ["time", f"{grid.seconds:.2f} s (compilation included)"],
         ["configurations/s", f"{grid.size / grid.seconds:,.0f}"],
-    ]))
+    ], numeric=()))
     for kind, path in paths.items():
         console.print(f"wrote {kind}: {escape(path)}")
     return 0

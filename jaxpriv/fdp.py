@@ -22,7 +22,7 @@ import numpy as np
 from jax import lax
 from jax.scipy.special import erf, erfcx, ndtr, ndtri
 
-from jaxpriv._numerics import check_array, check_broadcastable, float64, log_expm1
+from ._numerics import as_output, check_array, check_broadcastable, float64, log_expm1
 
 __all__ = [
     "gaussian_tradeoff",
@@ -218,7 +218,7 @@ def gaussian_tradeoff(mu, alpha):
         mu = check_array("mu", mu, 0.0)
         alpha = check_array("alpha", alpha, 0.0, 1.0)
         check_broadcastable(mu=mu, alpha=alpha)
-        return _gaussian_tradeoff_kernel(mu, alpha)
+        return as_output(_gaussian_tradeoff_kernel(mu, alpha))
 
 
 def gdp_delta(mu, epsilon):
@@ -251,7 +251,7 @@ def gdp_delta(mu, epsilon):
         mu = check_array("mu", mu, 0.0, lo_open=True)
         epsilon = check_array("epsilon", epsilon, 0.0)
         check_broadcastable(mu=mu, epsilon=epsilon)
-        return _gdp_delta_kernel(mu, epsilon)
+        return as_output(_gdp_delta_kernel(mu, epsilon))
 
 
 def gdp_epsilon(mu, delta):
@@ -284,7 +284,7 @@ def gdp_epsilon(mu, delta):
         mu = check_array("mu", mu, 0.0, lo_open=True)
         delta = check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True)
         check_broadcastable(mu=mu, delta=delta)
-        return _epsilon_jit(*jnp.broadcast_arrays(mu, delta))
+        return as_output(_epsilon_jit(*jnp.broadcast_arrays(mu, delta)))
 
 
 def gdp_mu(epsilon, delta):
@@ -316,7 +316,7 @@ def gdp_mu(epsilon, delta):
         epsilon = check_array("epsilon", epsilon, 0.0)
         delta = check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True)
         check_broadcastable(epsilon=epsilon, delta=delta)
-        return _mu_jit(*jnp.broadcast_arrays(epsilon, delta))
+        return as_output(_mu_jit(*jnp.broadcast_arrays(epsilon, delta)))
 
 
 def compose_gdp(mus, axis: int = -1):
@@ -339,7 +339,7 @@ def compose_gdp(mus, axis: int = -1):
     """
     with float64():
         mus = jnp.atleast_1d(check_array("mus", mus, 0.0))
-        return _compose_kernel(mus, axis)
+        return as_output(_compose_kernel(mus, axis))
 
 
 def group_gdp(mu, k):
@@ -364,7 +364,7 @@ def group_gdp(mu, k):
         mu = check_array("mu", mu, 0.0)
         k = check_array("k", k, 1.0, integer=True)
         check_broadcastable(mu=mu, k=k)
-        return k * mu
+        return as_output(k * mu)
 
 
 def eps_delta_tradeoff(epsilon, delta, alpha):
@@ -393,7 +393,7 @@ def eps_delta_tradeoff(epsilon, delta, alpha):
         delta = check_array("delta", delta, 0.0, 1.0)
         alpha = check_array("alpha", alpha, 0.0, 1.0)
         check_broadcastable(epsilon=epsilon, delta=delta, alpha=alpha)
-        return _eps_delta_tradeoff_kernel(epsilon, delta, alpha)
+        return as_output(_eps_delta_tradeoff_kernel(epsilon, delta, alpha))
 
 
 def chain_tradeoffs(f: Callable, g: Callable) -> Callable:
@@ -458,4 +458,4 @@ def dpsgd_mu_clt(q, sigma, steps):
         sigma = check_array("sigma", sigma, 0.0, lo_open=True)
         steps = check_array("steps", steps, 0.0)
         check_broadcastable(q=q, sigma=sigma, steps=steps)
-        return _clt_kernel(q, sigma, steps)
+        return as_output(_clt_kernel(q, sigma, steps))

@@ -67,7 +67,9 @@ def privacy_summary(q: float, sigma: float, steps: float, delta: float, orders=N
     eps, order = dpsgd_epsilon(q, sigma, steps, delta, orders=orders, return_order=True)
     curve = rdp.compose(rdp.subsampled_gaussian(q, sigma, orders), counts=[steps])
     eps_classic, order_classic = rdp.to_epsilon(curve, orders, delta, conversion="classic")
-    mu = fdp.dpsgd_mu_clt(q, sigma, steps)
+    mu = float(fdp.dpsgd_mu_clt(q, sigma, steps))
+    # μ = 0 (q = 0 or T = 0) is perfect privacy, ε = 0; gdp_epsilon itself only accepts μ > 0.
+    eps_clt = float(fdp.gdp_epsilon(mu, delta)) if mu > 0 else 0.0
     return {
         "q": float(q),
         "sigma": float(sigma),
@@ -77,8 +79,8 @@ def privacy_summary(q: float, sigma: float, steps: float, delta: float, orders=N
         "best_order": float(order),
         "epsilon_classic": float(eps_classic),
         "best_order_classic": float(order_classic),
-        "gdp_clt_mu_approximation": float(mu),
-        "epsilon_gdp_clt_approximation": float(fdp.gdp_epsilon(mu, delta)),
+        "gdp_clt_mu_approximation": mu,
+        "epsilon_gdp_clt_approximation": eps_clt,
     }
 
 
@@ -137,7 +139,7 @@ def _cell_edges(x: np.ndarray, log: bool) -> np.ndarray:
     return np.exp(edges) if log else edges
 
 
-def plot_epsilon_grid(q, sigma, eps, path, title: str) -> str:
+def plot_epsilon_grid(q, sigma, eps, path, title: str, mark=None) -> str:
     """Heatmap of ε over (q, σ) with a log-scaled q axis, a log colour scale and labelled ε contours.
 
     Args:
@@ -146,6 +148,7 @@ def plot_epsilon_grid(q, sigma, eps, path, title: str) -> str:
       eps: ε array of shape (Nq, Nσ).
       path: output file (the format follows the extension, e.g. ``.png``).
       title: figure title.
+      mark: optional (q, σ, label) point to highlight, e.g. the current training setting.
 
     Returns:
       ``path``.
@@ -171,6 +174,9 @@ def plot_epsilon_grid(q, sigma, eps, path, title: str) -> str:
     if len(levels) and min(q.size, sigma.size) >= 2:
         lines = ax.contour(q, sigma, shown, levels=levels, colors="white", linewidths=1.0)
         ax.clabel(lines, fmt=lambda v: f"ε={v:g}", fontsize=8)
+    if mark is not None:
+        ax.plot([mark[0]], [mark[1]], marker="*", markersize=14, color="red", linestyle="none", label=mark[2])
+        ax.legend(loc="upper right")
     ax.set_xlabel("sampling rate q (log scale)")
     ax.set_ylabel("noise multiplier σ")
     ax.set_title(title)
@@ -271,13 +277,15 @@ grid ({rdp.DEFAULT_ORDERS.size} orders, a superset of dp_accounting's).
 
 ## Noise needed for a target ε
 
-σ calibrated for the same q, T and δ; the achieved ε is recomputed from σ and is never above the target.
+σ calibrated for the same q, T and δ (conservatively: the solver keeps ε ≤ target); the achieved ε is
+recomputed from σ with the accountant.
 
 {noise}
 
 ## Training length affordable at ε = {REPORT_STEPS_TARGET:g}
 
-At σ = {setting.sigma:g} and q = {setting.q:.6g}: at most **{affordable:,} steps** ({affordable * setting.q:.4g} epochs).
+At σ = {setting.sigma:g} and q = {setting.q:.6g}: at most **{affordable:,} steps**
+({affordable * setting.q:.4g} epochs).
 
 ## ε over sampling rate and noise
 
@@ -332,8 +340,10 @@ def write_report(out_dir, *, quick: bool = False, setting: DpsgdSetting | None =
     grid = epsilon_grid(np.geomspace(1e-3, 0.1, nq), np.linspace(0.6, 3.0, ns), setting.steps, setting.delta)
 
     status("drawing figures")
+    here = f"this setting (ε = {summary['epsilon']:.3g})"
     plot_epsilon_grid(grid.q, grid.sigma, grid.epsilon[:, :, 0, 0], paths["epsilon_grid"],
-                      f"DP-SGD ε after T = {setting.steps:,} steps, δ = {setting.delta:g}")
+                      f"DP-SGD ε after T = {setting.steps:,} steps, δ = {setting.delta:g}",
+                      mark=(setting.q, setting.sigma, here))
     plot_sigma_vs_epsilon(targets, rates, sigmas, paths["sigma_vs_epsilon"],
                           f"σ needed for (ε, δ = {setting.delta:g}) after T = {setting.steps:,} steps",
                           mark=(summary["epsilon"], setting.sigma, f"this setting (σ = {setting.sigma:g})"))

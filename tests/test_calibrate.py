@@ -102,7 +102,7 @@ def test_global_x64_flag_untouched():
     before = jax.config.jax_enable_x64
     sigma = calibrate.noise_multiplier(1.0, Q, T, DELTA)
     assert jax.config.jax_enable_x64 == before
-    assert sigma.dtype == jnp.float64
+    assert sigma.dtype == np.float64
 
 
 BAD = [

@@ -18,6 +18,7 @@ import pytest
 from dp_accounting.rdp import rdp_privacy_accountant as dpa
 from scipy.special import gammaln
 
+import jaxpriv
 from jaxpriv import rdp
 from jaxpriv._numerics import float64
 
@@ -170,7 +171,8 @@ def test_integer_orders_match_dp_accounting():
     assert np.isfinite(ref).all()
     tol = 1e-10 * ref + dp_accounting_floor(alpha)
     bad = np.abs(jp - ref) > tol
-    assert not bad.any(), list(zip(*[a[bad] for a in np.broadcast_arrays(DP_Q[:, None, None], DP_SIGMA[None, :, None], alpha, jp, ref)]))
+    q, sigma, a = np.broadcast_arrays(DP_Q[:, None, None], DP_SIGMA[None, :, None], alpha)
+    assert not bad.any(), list(zip(q[bad], sigma[bad], a[bad], jp[bad], ref[bad]))
     # where dp_accounting's own rounding is negligible, the match is 1e-10 relative outright
     precise = ref * (alpha - 1) >= 1e-2
     assert precise.sum() > 100
@@ -309,6 +311,16 @@ def test_monotone_in_q_alpha_and_sigma():
     assert (np.diff(rho, axis=1) <= slack[:, 1:]).all(), "ρ must be nonincreasing in σ"
 
 
+def test_long_series_next_to_short_ones_stays_finite():
+    """A high order in the same call lengthens the shared log Φ tables into the far tail (arguments near
+    −37.6 here, where an erfcx-based log Φ must not underflow to −inf); the short orders must not notice."""
+    got = np.asarray(rdp.subsampled_gaussian([Q_REF, 0.2], [SIGMA_REF, 3.0], [4.7, 20.5, 63.5]))
+    assert np.isfinite(got).all()
+    want = oracle_values()
+    assert got[0, 0] == pytest.approx(want[ORACLE_CASES.index((Q_REF, SIGMA_REF, 4.7))], rel=1e-9)
+    assert got[1, 1] == pytest.approx(want[ORACLE_CASES.index((0.2, 3.0, 20.5))], rel=1e-9)
+
+
 def test_tiny_q_keeps_relative_precision():
     """q = 1e-6, σ = 50: ρ ~ 1e-16 is still resolved (A_α − 1, not A_α, is computed): ρ ≈ α q²(e^{1/σ²}−1)/2."""
     rho = grid_curves()[1, -1, :3]  # α = 1.01, 1.5, 2
@@ -371,9 +383,11 @@ def test_gaussian_closed_form_and_shapes():
 
 def test_subsampled_gaussian_broadcast_shape():
     assert rdp.subsampled_gaussian(Q_REF, SIGMA_REF, SMALL_ORDERS).shape == (SMALL_ORDERS.size,)
-    # (10, 1) × (8,) → (10, 8, K): same config count as the grid sweep, so the same compiled kernel
-    got = rdp.subsampled_gaussian(GRID_Q[:, None], GRID_SIGMA, GRID_ORDERS)
-    np.testing.assert_array_equal(got, grid_curves())
+    # (9, 1) × (1, 6) broadcasting equals explicit (9, 6) arrays (same config count as dp_grid: no recompile)
+    q2, s2 = np.meshgrid(DP_Q, DP_SIGMA, indexing="ij")
+    got = rdp.subsampled_gaussian(q2, s2, DP_ORDERS)
+    assert got.shape == (DP_Q.size, DP_SIGMA.size, DP_ORDERS.size)
+    np.testing.assert_array_equal(got, dp_grid()[0])
 
 
 def test_compose_sums_with_counts():
@@ -584,3 +598,12 @@ _CURVE = np.asarray(rdp.gaussian(1.0, SMALL_ORDERS)) * 10  # plain numpy: built 
 def test_invalid_input_raises_value_error(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_default_orders_finite_where_a_gather_once_produced_nan():
+    # Regression: a -inf table entry times 0 in the one-hot gather once gave NaN at orders 1.01-2.6,
+    # and ε then silently came from worse orders (686.8 instead of 280.39).
+    curve = rdp.subsampled_gaussian(np.array([0.0681, 0.01]), np.array([0.6, 1.1]), rdp.DEFAULT_ORDERS)
+    assert np.all(np.isfinite(curve))
+    eps = float(jaxpriv.dpsgd_epsilon(0.0681, 0.6, 1e4, 1e-5))
+    assert eps == pytest.approx(280.389, rel=1e-4)

@@ -1,0 +1,215 @@
+"""The ``jaxpriv`` command line, run in-process through ``main(argv)``.
+
+Kernel compilation dominates the run time, so the tests reuse the same shapes: single configurations
+(batch 1) for ``epsilon``/``calibrate``, and a sweep of more than 16 configurations so that it shares
+the 256-wide batch of ``report --quick``'s sweep.
+"""
+
+import csv
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import jaxpriv
+from jaxpriv.cli import build_parser, cmd_report, main, parse_grid
+
+REFERENCE = ["--q", "0.01", "--sigma", "1.1", "--steps", "10000", "--delta", "1e-5"]
+
+
+def _replace(argv, flag, value):
+    argv = list(argv)
+    argv[argv.index(flag) + 1] = value
+    return argv
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# --------------------------------------------------------------------------------------------------
+# epsilon
+# --------------------------------------------------------------------------------------------------
+
+
+def test_epsilon_table(capsys):
+    code, out, _ = run(capsys, "epsilon", *REFERENCE)
+    assert code == 0
+    assert "5.63" in out
+    assert "classic" in out and "approximation" in out
+
+
+def test_epsilon_json(capsys):
+    code, out, _ = run(capsys, "epsilon", *REFERENCE, "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["epsilon"] == pytest.approx(5.632, abs=5e-4)
+    assert data["epsilon"] <= 5.632010670  # SPEC §1.8: exact RDP is never above dp_accounting's value
+    assert data["epsilon"] == float(jaxpriv.dpsgd_epsilon(0.01, 1.1, 10_000, 1e-5))
+    assert data["epsilon_classic"] > data["epsilon"]  # the classic conversion is looser
+    assert data["gdp_clt_mu_approximation"] > 0 and data["epsilon_gdp_clt_approximation"] > 0
+    assert data["best_order"] > 1
+
+
+def test_epsilon_without_sampling_is_zero(capsys):
+    # q = 0 gives μ = 0 in the CLT approximation, which gdp_epsilon alone would reject
+    code, out, _ = run(capsys, "epsilon", *_replace(REFERENCE, "--q", "0"), "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["epsilon"] == data["epsilon_classic"] == data["epsilon_gdp_clt_approximation"] == 0.0
+
+
+# --------------------------------------------------------------------------------------------------
+# calibrate
+# --------------------------------------------------------------------------------------------------
+
+CALIBRATE_SIGMA = ["calibrate", "sigma", "--epsilon", "1", "--q", "0.01", "--steps", "1e4", "--delta", "1e-5"]
+
+
+def test_calibrate_sigma_table(capsys):
+    code, out, _ = run(capsys, *CALIBRATE_SIGMA)
+    assert code == 0
+    assert "4.1258" in out
+    assert "yes" in out  # achieved ε ≤ target
+
+
+def test_calibrate_sigma_json(capsys):
+    code, out, _ = run(capsys, *CALIBRATE_SIGMA, "--json")
+    assert code == 0
+    (row,) = json.loads(out)
+    assert row["sigma"] == pytest.approx(4.1258, abs=1e-4)
+    assert row["achieved_epsilon"] <= 1.0
+    assert row["achieved_epsilon"] == pytest.approx(1.0, rel=1e-6)
+
+
+def test_calibrate_steps(capsys):
+    argv = ["calibrate", "steps", "--epsilon", "3", "--q", "0.01", "--sigma", "1.1", "--delta", "1e-5", "--json"]
+    code, out, _ = run(capsys, *argv)
+    assert code == 0
+    (row,) = json.loads(out)
+    assert row["steps"] == float(int(row["steps"])) and row["steps"] > 1000
+    assert row["achieved_epsilon"] <= 3.0
+    # one more step would exceed the budget: the answer is the largest T
+    assert float(jaxpriv.dpsgd_epsilon(0.01, 1.1, row["steps"] + 1, 1e-5)) > 3.0
+
+
+# --------------------------------------------------------------------------------------------------
+# sweep
+# --------------------------------------------------------------------------------------------------
+
+
+def test_sweep_writes_csv_json_png(tmp_path, capsys):
+    q, sigma = np.geomspace(1e-3, 0.1, 4), np.linspace(0.8, 2.0, 5)
+    argv = ["sweep", "--q", "1e-3:0.1:4:log", "--sigma", "0.8:2:5", "--steps", "14063", "--delta", "1e-5",
+            "--out", str(tmp_path)]
+    code, out, _ = run(capsys, *argv)
+    assert code == 0
+    assert "median ε" in out and "configurations/s" in out
+
+    expected = np.asarray(jaxpriv.dpsgd_epsilon(q[:, None], sigma[None, :], 14063, 1e-5)).ravel()
+    with open(tmp_path / "sweep.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == q.size * sigma.size
+    assert list(rows[0]) == ["q", "sigma", "steps", "delta", "epsilon", "best_order"]
+    np.testing.assert_array_equal([float(r["epsilon"]) for r in rows], expected)  # q varies slowest
+    np.testing.assert_array_equal([float(r["q"]) for r in rows], np.repeat(q, sigma.size))
+
+    document = json.loads((tmp_path / "sweep.json").read_text())
+    assert len(document["results"]) == q.size * sigma.size
+    np.testing.assert_array_equal([r["epsilon"] for r in document["results"]], expected)
+    np.testing.assert_array_equal(document["grid"]["sigma"], sigma)
+
+    assert (tmp_path / "epsilon_grid.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_sweep_plot_needs_a_2d_slice(tmp_path, capsys):
+    argv = ["sweep", "--q", "0.01", "--sigma", "1,2", "--steps", "100", "--delta", "1e-5",
+            "--plot", str(tmp_path / "p.png")]
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and "--plot" in err and "--q" in err
+
+
+# --------------------------------------------------------------------------------------------------
+# report
+# --------------------------------------------------------------------------------------------------
+
+
+def test_report_quick(tmp_path, capsys):
+    code, out, _ = run(capsys, "report", "--quick", "--out", str(tmp_path))
+    assert code == 0
+    text = (tmp_path / "report.md").read_text()
+    for heading in ("## Privacy guarantee", "## Noise needed for a target ε", "## Training length affordable"):
+        assert heading in text
+    assert "approximation" in text and "14,063 steps" in text
+    for name in ("epsilon_grid.png", "sigma_vs_epsilon.png"):
+        assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
+        assert name in text and name in out
+
+
+def test_reproduce_is_an_alias_of_report():
+    args = build_parser().parse_args(["reproduce", "--quick", "--out", "x"])
+    assert args.handler is cmd_report and args.quick and args.out == "x"
+
+
+# --------------------------------------------------------------------------------------------------
+# errors and help
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["epsilon", *_replace(REFERENCE, "--q", "2")], "q must lie in [0.0, 1.0]"),
+        (["epsilon", *_replace(REFERENCE, "--sigma", "-1")], "sigma must lie in (0.0, inf"),
+        (["epsilon", *_replace(REFERENCE, "--delta", "0")], "delta must lie in (0.0, 1.0)"),
+        (["epsilon", *_replace(REFERENCE, "--steps", "nan")], "steps contains NaN"),
+        (["epsilon", *_replace(REFERENCE, "--q", "abc")], "argument --q: not a number: 'abc'"),
+        (["epsilon", *REFERENCE, "--orders", "mine"], "argument --orders: invalid choice: 'mine'"),
+        (["epsilon", *REFERENCE[:-2]], "the following arguments are required: --delta"),
+        (["sweep", *_replace(REFERENCE, "--q", "1:2")], "argument --q: malformed grid '1:2'"),
+        (["sweep", *_replace(REFERENCE, "--q", "0.1:2:3")], "q must lie in [0.0, 1.0]"),
+        (["sweep", *_replace(REFERENCE, "--sigma", "0:2:3:log")], "argument --sigma: a log grid needs START > 0"),
+        (["sweep", *REFERENCE, "--chunk-size", "0"], "argument --chunk-size: must be a positive integer"),
+        (["calibrate", "sigma", "--epsilon", "0", *REFERENCE[:2], *REFERENCE[4:]], "target_epsilon must lie in"),
+        (["calibrate", "sigma", "--epsilon", "1", *REFERENCE[4:]], "the following arguments are required: --q"),
+        (["calibrate", "noise", "--epsilon", "1"], "argument {sigma,q,steps}: invalid choice: 'noise'"),
+        ([], "the following arguments are required: COMMAND"),
+    ],
+)
+def test_bad_arguments_exit_2_with_a_message(capsys, argv, expected):
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert expected in err
+    assert out == ""
+
+
+def test_library_errors_are_one_line(capsys):
+    code, _, err = run(capsys, "epsilon", *_replace(REFERENCE, "--q", "2"))
+    assert code == 2
+    assert err.startswith("jaxpriv: error: q must lie in") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("command", [["epsilon"], ["calibrate", "sigma"], ["sweep"], ["report"]])
+def test_subcommand_help_has_an_example(capsys, command):
+    code, out, _ = run(capsys, *command, "--help")
+    assert code == 0
+    assert "example:" in out and "jaxpriv " + command[0] in out
+
+
+def test_parse_grid():
+    np.testing.assert_allclose(parse_grid("1e-3:0.1:3:log"), [1e-3, 1e-2, 1e-1])
+    np.testing.assert_allclose(parse_grid("0.5:1.5:3"), [0.5, 1.0, 1.5])
+    np.testing.assert_allclose(parse_grid("0.5:1.5:3:lin"), [0.5, 1.0, 1.5])
+    np.testing.assert_array_equal(parse_grid("1,2,4"), [1.0, 2.0, 4.0])
+    np.testing.assert_array_equal(parse_grid("7"), [7.0])
+
+
+def test_python_m_jaxpriv_help():
+    result = subprocess.run([sys.executable, "-m", "jaxpriv", "--help"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    for command in ("epsilon", "calibrate", "sweep", "report"):
+        assert command in result.stdout
