@@ -602,8 +602,11 @@ def test_invalid_input_raises_value_error(call, match):
 
 def test_default_orders_finite_where_a_gather_once_produced_nan():
     # Regression: a -inf table entry times 0 in the one-hot gather once gave NaN at orders 1.01-2.6,
-    # and ε then silently came from worse orders (686.8 instead of 280.39).
+    # and ε then silently came from worse orders.
     curve = rdp.subsampled_gaussian(np.array([0.0681, 0.01]), np.array([0.6, 1.1]), rdp.DEFAULT_ORDERS)
     assert np.all(np.isfinite(curve))
-    eps = float(jaxpriv.dpsgd_epsilon(0.0681, 0.6, 1e4, 1e-5))
-    assert eps == pytest.approx(280.389, rel=1e-4)
+    ours = float(jaxpriv.dpsgd_epsilon(0.0681, 0.6, 1e4, 1e-5, orders=rdp.DP_ACCOUNTING_ORDERS))
+    rdp_theirs = dpa._compute_rdp_poisson_subsampled_gaussian(0.0681, 0.6, rdp.DP_ACCOUNTING_ORDERS) * 1e4
+    theirs = dpa.compute_epsilon(rdp.DP_ACCOUNTING_ORDERS, rdp_theirs, 1e-5)[0]
+    # dp_accounting gives up (inf) at α = 1.1…1.5 here, where the optimum lies; the exact curve does not
+    assert np.isfinite(ours) and ours < theirs
