@@ -38,14 +38,14 @@ import warnings
 
 import numpy as np
 
-try:
-    import jaxpriv
-except ImportError:  # running from a checkout without `pip install -e .`
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    import jaxpriv
+# Benchmark the checkout this script lives in, not whatever `jaxpriv` happens to be installed.
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if os.path.isfile(os.path.join(_ROOT, "jaxpriv", "__init__.py")):
+    sys.path.insert(0, _ROOT)
+import jaxpriv  # noqa: E402
 
-import jax
-from jaxpriv import calibrate, rdp
+import jax  # noqa: E402
+from jaxpriv import calibrate, rdp  # noqa: E402
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 import dp_accounting  # noqa: E402
@@ -198,6 +198,7 @@ def machine_info() -> dict:
             "dp_accounting": importlib.metadata.version("dp-accounting"),
             "jaxpriv": jaxpriv.__version__,
         },
+        "jaxpriv_path": os.path.dirname(os.path.abspath(jaxpriv.__file__)),
     }
 
 
@@ -214,6 +215,7 @@ def print_header(info: dict, mode: str):
         ["load average at start", " / ".join(f"{x:.2f}" for x in info["load_average_at_start"] or [])],
         ["JAX backend / devices", f"{info['jax_backend']}: {', '.join(info['jax_devices'])}"],
         ["versions", ", ".join(f"{k} {val}" for k, val in v.items()) + f", python {info['python']}"],
+        ["jaxpriv from", info["jaxpriv_path"]],
     ]
     say(table(["", ""], rows))
     say()

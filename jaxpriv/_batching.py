@@ -17,13 +17,12 @@ DEFAULT_CHUNK = 4096
 
 
 def _bucket(n: int, chunk: int, multiple: int) -> int:
-    """Padded batch size: 1, 16, 256 or 4096… (the next power of 16 ≥ n), at most ``chunk``.
+    """Padded batch size: 1 or 16 for small queries, then powers of two from 256, at most ``chunk``.
 
-    Every distinct size is a separate compilation of a large kernel, so sizes are coarse on purpose.
+    Every distinct size is a separate compilation of a large kernel, so small sizes are coarse; large
+    ones waste at most half a batch.
     """
-    size = 1
-    while size < n:
-        size *= 16
+    size = 1 if n <= 1 else 16 if n <= 16 else max(256, 1 << (n - 1).bit_length())
     size = min(size, chunk)
     return -(-size // multiple) * multiple
 

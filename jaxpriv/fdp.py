@@ -20,9 +20,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.scipy.special import erf, erfcx, ndtr, ndtri
+from jax.scipy.special import erf, ndtr, ndtri
 
-from ._numerics import as_output, check_array, check_broadcastable, float64, log_expm1
+from ._numerics import as_output, check_array, check_broadcastable, erfcx, float64, log_expm1
 
 __all__ = [
     "gaussian_tradeoff",

@@ -396,3 +396,13 @@ BAD = [
 def test_bad_input_raises_naming_the_parameter(fun, args, name):
     with pytest.raises(ValueError, match=name):
         fun(*args)
+
+
+def test_gdp_delta_has_no_hole_where_jax_erfcx_returns_zero():
+    # jax.scipy.special.erfcx is 0 in float64 for arguments ≈ 26.55–26.64 (u = ε/μ − μ/2 ≈ 37.6 here)
+    mp.mp.dps = 50
+    for mu, eps in [(1.0, 37.6), (2.0, 73.12)]:
+        ours = float(fdp.gdp_delta(mu, eps))
+        m, e = mp.mpf(mu), mp.mpf(eps)
+        exact = float(mp.ncdf(-e / m + m / 2) - mp.e**e * mp.ncdf(-e / m - m / 2))
+        assert np.isfinite(ours) and ours >= exact and ours == pytest.approx(exact, rel=1e-9)
