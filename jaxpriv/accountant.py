@@ -161,6 +161,7 @@ def dpsgd_epsilon(
     *,
     orders=None,
     return_order: bool = False,
+    refine: bool = False,
     chunk_size: int | None = None,
     progress: bool | None = None,
 ):
@@ -179,6 +180,9 @@ def dpsgd_epsilon(
       delta: δ ∈ (0, 1).
       orders: Rényi orders (default :data:`jaxpriv.rdp.DEFAULT_ORDERS`).
       return_order: also return the optimal order.
+      refine: after the grid, search the best *real* order between the grid neighbours of the best grid
+        order (golden section, exact RDP at each trial order, orders up to
+        :data:`jaxpriv.rdp.REFINE_MAX_ORDER`); never worse than the grid, a little slower.
       chunk_size: configurations per chunk (default 4096).
       progress: force the progress bar on or off.
 
@@ -200,10 +204,11 @@ def dpsgd_epsilon(
         shape = check_broadcastable(q=arrays[0], sigma=arrays[1], steps=arrays[2], delta=arrays[3])
         key = tuple(float(a) for a in check_orders(rdp.DEFAULT_ORDERS if orders is None else orders))
         arrays = [jnp.broadcast_to(a, shape) for a in arrays]
+        kernel = rdp._dpsgd_epsilon_refined_jit if refine else rdp._dpsgd_epsilon_jit
         if all(is_concrete(a) for a in arrays):
             flat = [np.asarray(a).reshape(-1) for a in arrays]
             eps, order = map_chunked(
-                lambda *xs: rdp._dpsgd_epsilon_jit(*xs, orders_key=key),
+                lambda *xs: kernel(*xs, orders_key=key),
                 flat,
                 chunk_size=chunk_size,
                 progress=progress,
@@ -211,6 +216,7 @@ def dpsgd_epsilon(
             )
             eps, order = eps.reshape(shape), order.reshape(shape)
         else:
-            eps, order = rdp._dpsgd_epsilon_flat(*(a.reshape(-1) for a in arrays), key)
+            flat_kernel = rdp._dpsgd_epsilon_refined if refine else rdp._dpsgd_epsilon_flat
+            eps, order = flat_kernel(*(a.reshape(-1) for a in arrays), key)
             eps, order = eps.reshape(shape), order.reshape(shape)
         return as_output((eps, order)) if return_order else as_output(eps)

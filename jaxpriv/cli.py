@@ -147,6 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--delta", type=_number, required=True, help="δ in (0, 1)")
     _add_orders(p)
     p.add_argument("--json", action="store_true", help="print a JSON object instead of a table")
+    p.add_argument("--refine", action="store_true",
+                   help="also search real Rényi orders between the grid points (never worse, slower)")
     p.set_defaults(handler=cmd_epsilon)
 
     p = _subparser(subparsers, "calibrate", "The σ, q or T that meets each target ε (conservatively).",
@@ -237,7 +239,8 @@ def _json_value(x: float):
 def cmd_epsilon(args) -> int:
     from .report import ORDER_SETS, privacy_summary
 
-    s = privacy_summary(args.q, args.sigma, args.steps, args.delta, orders=ORDER_SETS[args.orders])
+    s = privacy_summary(args.q, args.sigma, args.steps, args.delta, orders=ORDER_SETS[args.orders],
+                        refine=args.refine)
     if args.json:
         print(json.dumps({**s, "orders": args.orders}, indent=2))
         return 0

@@ -599,3 +599,61 @@ def _dpsgd_epsilon_flat(q, sigma, steps, delta, orders_key: tuple, conversion: s
 
 
 _dpsgd_epsilon_jit = jax.jit(_dpsgd_epsilon_flat, static_argnames=("orders_key", "conversion"))
+
+#: Continuous refinement searches orders up to this value (the series length is fixed at trace time).
+REFINE_MAX_ORDER = 256.0
+_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
+
+
+def _subsampled_gaussian_at(q, sigma, alpha):
+    """ρ(α) of the Poisson-subsampled Gaussian with a per-config, traced order α ∈ (1, REFINE_MAX_ORDER]."""
+    inside = (q > 0) & (q < 1)
+    q_in = jnp.where(inside, q, 0.5)
+    head = int(REFINE_MAX_ORDER) + 2
+
+    def one(lq, l1q, s, a):
+        return _log_am1_series(lq[None, None], l1q[None, None], s[None, None], a[None], head)[0, 0]
+
+    log_am1 = jax.vmap(one)(jnp.log(q_in), jnp.log1p(-q_in), sigma, alpha)
+    rho = jax.nn.softplus(log_am1) / (alpha - 1.0)
+    rho = jnp.where(q >= 1.0, alpha / (2.0 * sigma**2), rho)
+    return jnp.where(q <= 0.0, 0.0, rho)
+
+
+def _dpsgd_epsilon_refined(q, sigma, steps, delta, orders_key: tuple, iterations: int = 48):
+    """Grid ε, then a golden-section search for the best real order between the grid neighbours of the
+    best grid order (ε(α) is quasi-convex in α, SPEC §1.8). Never worse than the grid: the smaller wins."""
+    orders = np.asarray(orders_key)
+    eps_grid, best = _dpsgd_epsilon_flat(q, sigma, steps, delta, orders_key)
+    position = jnp.searchsorted(jnp.asarray(orders), best)
+    lo = jnp.asarray(np.concatenate([[max(1.0 + 1e-6, orders[0] / 2 + 0.5)], orders]))[position]
+    hi = jnp.asarray(np.concatenate([orders[1:], [orders[-1]]]))[position]
+    hi = jnp.minimum(hi, REFINE_MAX_ORDER)
+    lo = jnp.minimum(lo, hi)
+    log_delta = jnp.log(delta)
+
+    def eps_at(alpha):
+        rho = steps * _subsampled_gaussian_at(q, sigma, alpha)
+        e = rho + jnp.log1p(-1.0 / alpha) - (log_delta + jnp.log(alpha)) / (alpha - 1.0)
+        return jnp.where(jnp.isnan(e), jnp.inf, e)
+
+    def step(_, state):
+        a, b, c, d, fc, fd = state
+        left = fc <= fd  # the minimum lies in [a, d]
+        a, b = jnp.where(left, a, c), jnp.where(left, d, b)
+        c_new = jnp.where(left, b - _GOLDEN * (b - a), d)
+        d_new = jnp.where(left, c, a + _GOLDEN * (b - a))
+        f_new = eps_at(jnp.where(left, c_new, d_new))
+        fc, fd = jnp.where(left, f_new, fd), jnp.where(left, fc, f_new)
+        return a, b, c_new, d_new, fc, fd
+
+    c0, d0 = hi - _GOLDEN * (hi - lo), lo + _GOLDEN * (hi - lo)
+    state = (lo, hi, c0, d0, eps_at(c0), eps_at(d0))
+    _, _, c, d, fc, fd = jax.lax.fori_loop(0, iterations, step, state)
+    alpha = jnp.where(fc <= fd, c, d)
+    eps_ref = jnp.maximum(jnp.minimum(fc, fd), 0.0)
+    use = (best <= REFINE_MAX_ORDER) & (eps_ref < eps_grid)
+    return jnp.where(use, eps_ref, eps_grid), jnp.where(use, alpha, best)
+
+
+_dpsgd_epsilon_refined_jit = jax.jit(_dpsgd_epsilon_refined, static_argnames=("orders_key", "iterations"))

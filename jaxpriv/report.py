@@ -60,11 +60,12 @@ class DpsgdSetting:
         return math.ceil(self.epochs * self.n / self.batch_size)
 
 
-def privacy_summary(q: float, sigma: float, steps: float, delta: float, orders=None) -> dict:
+def privacy_summary(q: float, sigma: float, steps: float, delta: float, orders=None, refine: bool = False) -> dict:
     """ε of T steps of DP-SGD three ways: RDP with the improved and the classic conversion (both
-    rigorous bounds), and the CLT Gaussian-DP *approximation* (not a bound; shown for comparison)."""
+    rigorous bounds), and the CLT Gaussian-DP *approximation* (not a bound; shown for comparison).
+    With ``refine`` the improved-conversion ε also searches real orders between the grid points."""
     orders = rdp.DEFAULT_ORDERS if orders is None else np.asarray(orders, dtype=np.float64)
-    eps, order = dpsgd_epsilon(q, sigma, steps, delta, orders=orders, return_order=True)
+    eps, order = dpsgd_epsilon(q, sigma, steps, delta, orders=orders, return_order=True, refine=refine)
     curve = rdp.compose(rdp.subsampled_gaussian(q, sigma, orders), counts=[steps])
     eps_classic, order_classic = rdp.to_epsilon(curve, orders, delta, conversion="classic")
     mu = float(fdp.dpsgd_mu_clt(q, sigma, steps))

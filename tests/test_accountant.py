@@ -141,3 +141,17 @@ def test_sweep_is_sharded_over_four_cpu_devices():
     s = np.linspace(0.7, 3.0, 37)
     single = np.asarray(jaxpriv.dpsgd_epsilon(q, s, 1000, 1e-5, orders=[2.0, 3.5, 8.0, 32.0]))
     np.testing.assert_allclose(sharded, single, rtol=1e-13)
+
+
+def test_refined_order_is_never_worse_and_consistent():
+    q = np.array([1e-3, 0.01, 0.05, 0.3, 1.0])
+    sigma = np.array([0.8, 1.1, 2.0, 5.0, 3.0])
+    grid, _ = jaxpriv.dpsgd_epsilon(q, sigma, 1000, 1e-6, return_order=True)
+    refined, order = jaxpriv.dpsgd_epsilon(q, sigma, 1000, 1e-6, return_order=True, refine=True)
+    assert np.all(refined <= grid) and np.any(refined < grid)
+    for i in range(q.size):
+        # the refined value is the exact ε at the order it reports, and no nearby order beats it
+        at_order = float(jaxpriv.dpsgd_epsilon(q[i], sigma[i], 1000, 1e-6, orders=[order[i]]))
+        assert refined[i] == pytest.approx(at_order, rel=1e-12)
+        for nearby in (order[i] - 0.01, order[i] + 0.01):
+            assert float(jaxpriv.dpsgd_epsilon(q[i], sigma[i], 1000, 1e-6, orders=[nearby])) >= refined[i] * (1 - 1e-12)

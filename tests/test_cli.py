@@ -213,3 +213,12 @@ def test_python_m_jaxpriv_help():
     assert result.returncode == 0, result.stderr
     for command in ("epsilon", "calibrate", "sweep", "report"):
         assert command in result.stdout
+
+
+def test_epsilon_refine_is_never_worse(capsys):
+    assert main(["epsilon", "--q", "0.01", "--sigma", "1.1", "--steps", "10000", "--delta", "1e-5", "--json"]) == 0
+    grid = json.loads(capsys.readouterr().out)
+    assert main(["epsilon", "--q", "0.01", "--sigma", "1.1", "--steps", "10000", "--delta", "1e-5", "--json",
+                 "--refine"]) == 0
+    refined = json.loads(capsys.readouterr().out)
+    assert refined["epsilon"] < grid["epsilon"] and refined["best_order"] != grid["best_order"]
