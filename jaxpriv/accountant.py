@@ -202,7 +202,7 @@ def dpsgd_epsilon(
             check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True),
         ]
         shape = check_broadcastable(q=arrays[0], sigma=arrays[1], steps=arrays[2], delta=arrays[3])
-        key = tuple(float(a) for a in check_orders(rdp.DEFAULT_ORDERS if orders is None else orders))
+        key = tuple(float(a) for a in np.unique(check_orders(rdp.DEFAULT_ORDERS if orders is None else orders)))
         arrays = [jnp.broadcast_to(a, shape) for a in arrays]
         kernel = rdp._dpsgd_epsilon_refined_jit if refine else rdp._dpsgd_epsilon_jit
         if all(is_concrete(a) for a in arrays):

@@ -78,7 +78,8 @@ def solve_monotone(safe_gap, start, step: float = math.log(8.0)):
 
 
 def _orders_key(orders) -> tuple:
-    return tuple(float(a) for a in check_orders(rdp.DEFAULT_ORDERS if orders is None else orders))
+    """Validated orders, sorted and de-duplicated (the order of a grid never matters), as a jit key."""
+    return tuple(float(a) for a in np.unique(check_orders(rdp.DEFAULT_ORDERS if orders is None else orders)))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -271,13 +272,15 @@ def _steps_kernel(target, q, sigma, delta, orders_key):
     offset = jnp.log1p(-1.0 / orders) - (log_delta + jnp.log(orders)) / (orders - 1.0)
     per_order = jnp.floor((target[:, None] - offset) / rho1)
     # ε = 0 region (TV bound): δ² + expm1(−T ρ) > 0  ⇔  T < −log1p(−δ²)/ρ
-    per_order_tv = jnp.ceil(-jnp.log1p(-(delta**2))[:, None] / rho1) - 1.0
+    tv_budget = -jnp.log1p(-(delta**2))[:, None]
+    per_order_tv = jnp.where(rho1 > 0, jnp.ceil(tv_budget / jnp.where(rho1 > 0, rho1, 1.0)) - 1.0, jnp.inf)
     best = jnp.max(jnp.maximum(per_order, per_order_tv), axis=-1)
     best = jnp.clip(best, 0.0, 1e18)
-    for _ in range(2):  # rounding guard: step down while the exact check fails
+    for _ in range(3):  # rounding guard: step down (by ≥ 1 ulp of T) while the exact check fails
         eps = rdp._to_epsilon(rho1 * best[:, None], orders, delta)[0]
-        best = jnp.where(eps > target, best - 1.0, best)
-    return jnp.maximum(best, 0.0)
+        best = jnp.where(eps > target, best - jnp.maximum(1.0, jnp.spacing(best)), best)
+    eps = rdp._to_epsilon(rho1 * best[:, None], orders, delta)[0]
+    return jnp.where(eps > target, 0.0, jnp.maximum(best, 0.0))  # never return an overspending T
 
 
 _steps_jit = jax.jit(_steps_kernel, static_argnums=(4,))

@@ -163,7 +163,7 @@ def _cvz_weights(n: int) -> np.ndarray:
 
 _CVZ_WEIGHTS = _cvz_weights(_CVZ_TERMS)
 _LOG_CVZ_ERROR = math.log(2.0) - _CVZ_TERMS * math.log(3.0 + math.sqrt(8.0))
-_LOG_ROUNDING = math.log(np.finfo(np.float64).eps)
+_LOG_ROUNDING = math.log(3 * np.finfo(np.float64).eps)
 
 
 def _log_abs_binom(alpha, n: int):
@@ -275,7 +275,7 @@ def _log_am1_series(log_q, log_1mq, sigma, alpha, head: int, lower=None, upper=N
         pos = pos + jnp.where(sgn > 0, term, 0.0)
         neg = neg + jnp.where(sgn < 0, term, 0.0)
     diff = pos - neg
-    # Upward slack: rounding of the signed sum (1 ulp of Σ|terms|: the observed error is ≤ 0.3 ulp) and the CVZ truncation bound
+    # Upward slack: rounding of the signed sum (3 ulp of Σ|terms|; the largest error seen is 1.4 ulp) and the CVZ truncation bound
     # 2 a_0 / (3+√8)^n for each tail (a_0 is its first term).
     first_tail = jnp.logaddexp(series0[..., head], series1[..., head]) - float(np.log(np.abs(w[0])))
     slack = jnp.logaddexp(_LOG_ROUNDING + top + jnp.log(pos + neg), _LOG_CVZ_ERROR + first_tail)
@@ -324,11 +324,11 @@ def _fractional_orders_rdp(log_q, log_1mq, sigma, orders: np.ndarray):
 
 
 def _rows(table, rows: np.ndarray):
-    """table[:, rows] for static, sorted row indices: a slice when they are contiguous (the default
-    grid), else a small gather."""
+    """table[:, rows] for static, sorted row indices: one slice when they are contiguous (the default
+    grid), else stacked slices (a gather's transpose is a scatter that breaks grad with x64 off)."""
     if np.array_equal(rows, np.arange(rows[0], rows[0] + rows.size)):
         return table[:, rows[0] : rows[0] + rows.size]
-    return jnp.take(table, jnp.asarray(rows.astype(np.int32)), axis=1)
+    return jnp.stack([table[:, int(i)] for i in rows], axis=1)
 
 
 def _permute_columns(x, perm: np.ndarray):
@@ -402,7 +402,9 @@ def _subsampled_gaussian_block(q, sigma, orders_key: tuple):
         order_index.append(frac)
     rho = _permute_columns(jnp.concatenate(columns, axis=-1), np.argsort(np.concatenate(order_index)))
     rho = jnp.where(q[:, None] >= 1.0, _gaussian_rdp(sigma_col, orders), rho)
-    return jnp.where(q[:, None] <= 0.0, 0.0, rho)
+    rho = jnp.where(q[:, None] <= 0.0, 0.0, rho)
+    invalid = ~((q >= 0) & (q <= 1) & (sigma > 0))  # traced input outside the domain: NaN, not a number
+    return jnp.where(invalid[:, None], jnp.nan, rho)
 
 
 def _subsampled_gaussian(q, sigma, orders: np.ndarray):
@@ -472,10 +474,13 @@ def compose(*curves, counts=None):
         if len(counts) != len(curves):
             raise ValueError(f"counts must have one entry per curve ({len(curves)}), got {len(counts)}")
         total = 0.0
+        checked = {}
         for i, (curve, count) in enumerate(zip(curves, counts)):
-            curve = check_array(f"curves[{i}]", curve, 0.0, np.inf, allow_inf=True)
-            count = check_array(f"counts[{i}]", count, 0.0, np.inf)
-            total = total + count * curve
+            checked[f"curves[{i}]"] = check_array(f"curves[{i}]", curve, 0.0, np.inf, allow_inf=True)
+            checked[f"counts[{i}]"] = check_array(f"counts[{i}]", count, 0.0, np.inf)
+        check_broadcastable(**{k: v for k, v in checked.items() if k.startswith("curves")})
+        for i in range(len(curves)):
+            total = total + checked[f"counts[{i}]"] * checked[f"curves[{i}]"]
         return as_output(jnp.asarray(total))
 
 
@@ -492,12 +497,20 @@ def _to_epsilon(rdp, orders, delta, conversion="improved"):
     orders = jnp.asarray(orders)
     log_delta = jnp.log(delta)[..., None]
     eps = _epsilon_per_order(rdp, orders, log_delta, conversion)
-    best = jnp.argmin(eps, axis=-1)
     eps_min = jnp.min(eps, axis=-1)
+    best = _argmin_value(eps, eps_min, orders)
     # Bretagnolle-Huber: TV ≤ √(1 − e^{−KL}) ≤ √(1 − e^{−ρ(α)}), so δ ≥ that makes the pair (0, δ)-DP.
     kl_ok = jnp.any(delta[..., None] ** 2 + jnp.expm1(-rdp) > 0, axis=-1)
     eps_min = jnp.where(kl_ok, 0.0, jnp.maximum(eps_min, 0.0))
-    return eps_min, orders[best]
+    # Traced input outside the domain (validation only sees concrete values): NaN, never a number.
+    invalid = ~((delta > 0) & (delta < 1)) | jnp.any(jnp.isnan(rdp) | (rdp < 0), axis=-1)
+    return jnp.where(invalid, jnp.nan, eps_min), best
+
+
+def _argmin_value(values, minimum, orders):
+    """The order attaining the minimum (the smallest such order), without argmin: XLA's argmin
+    reduction carries a default-dtype init value that fails to compile under jit with x64 off."""
+    return jnp.min(jnp.where(values == minimum[..., None], orders, jnp.inf), axis=-1)
 
 
 def _to_log_delta(rdp, orders, epsilon):
@@ -506,10 +519,12 @@ def _to_log_delta(rdp, orders, epsilon):
     log_delta = (orders - 1.0) * (rdp - eps + jnp.log1p(-1.0 / orders)) - jnp.log(orders)
     log_delta = jnp.where(jnp.isnan(log_delta), jnp.inf, log_delta)
     kl_bound = 0.5 * log1mexp(-rdp)  # δ ≤ TV ≤ √(1 − e^{−ρ}) at any ε ≥ 0
-    log_delta = jnp.minimum(log_delta, jnp.where(rdp > 0, kl_bound, -jnp.inf))
-    best = jnp.argmin(log_delta, axis=-1)
+    kl_bound = jnp.where(rdp > 0, kl_bound, jnp.where(rdp == 0, -jnp.inf, jnp.inf))  # NaN never helps
+    log_delta = jnp.minimum(log_delta, kl_bound)
     value = jnp.min(log_delta, axis=-1)
-    return jnp.minimum(value, 0.0), orders[best]
+    best = _argmin_value(log_delta, value, orders)
+    invalid = ~(epsilon >= 0) | jnp.any(jnp.isnan(rdp) | (rdp < 0), axis=-1)
+    return jnp.where(invalid, jnp.nan, jnp.minimum(value, 0.0)), best
 
 
 def _check_curve(rdp, orders):

@@ -116,6 +116,7 @@ def test_dpsgd_epsilon_is_differentiable_inside_jit():
         (dict(q=0.1, sigma=1.0, steps=10, delta=1.0), "delta"),
         (dict(q=[0.1, 0.2], sigma=[1.0, 2.0, 3.0], steps=10, delta=1e-5), "shapes"),
         (dict(q=0.1, sigma=1.0, steps=10, delta=1e-5, orders=[]), "orders"),
+        (dict(q=0.1, sigma=1.0, steps=10, delta=1e-5, orders=[[2.0, 3.0]]), "orders"),
     ],
 )
 def test_dpsgd_epsilon_bad_input(kwargs, match):
@@ -155,3 +156,36 @@ def test_refined_order_is_never_worse_and_consistent():
         assert refined[i] == pytest.approx(at_order, rel=1e-12)
         for nearby in (order[i] - 0.01, order[i] + 0.01):
             assert float(jaxpriv.dpsgd_epsilon(q[i], sigma[i], 1000, 1e-6, orders=[nearby])) >= refined[i] * (1 - 1e-12)
+
+
+def test_jit_with_x64_off_compiles_best_order_and_calibration():
+    assert not jax.config.jax_enable_x64
+    orders = [2.0, 3.0]
+    eps, order = jax.jit(lambda s: rdp.to_epsilon(rdp.gaussian(s, orders) * 10, orders, 1e-5))(1.0)
+    assert float(order) == 3.0 and np.isfinite(float(eps))
+    sigma = jax.jit(lambda t: jaxpriv.calibrate.noise_multiplier(t, 0.01, 1e4, 1e-5))(1.0)
+    assert float(sigma) == pytest.approx(4.1258, abs=2e-4)
+
+
+def test_grad_with_x64_off_for_non_contiguous_fractional_orders():
+    g = jax.grad(lambda s: jaxpriv.dpsgd_epsilon(0.01, s, 1e4, 1e-5, orders=[1.3, 2.1, 2.5]))(1.1)
+    assert np.isfinite(float(g)) and float(g) < 0
+
+
+def test_traced_invalid_input_gives_nan_not_a_number():
+    with jax.enable_x64(True):
+        delta, _ = jax.jit(lambda r: rdp.to_delta(r, [2.0, 3.0], 1.0))(jnp.array([jnp.nan, 5.0]))
+        assert np.isnan(float(delta))
+        for bad in (jnp.nan, -0.1, 1.5):
+            assert np.isnan(float(jax.jit(lambda q: jaxpriv.dpsgd_epsilon(q, 1.1, 1e4, 1e-5))(bad)))
+        assert np.isnan(float(jax.jit(lambda d: jaxpriv.dpsgd_epsilon(0.01, 1.1, 1e4, d))(1.5)))
+
+
+def test_refine_with_unsorted_duplicated_orders():
+    messy = jaxpriv.dpsgd_epsilon(0.01, 1.1, 1e4, 1e-5, orders=[32, 4.7, 2, 4.7, 8.5, 2.0], refine=True)
+    clean = jaxpriv.dpsgd_epsilon(0.01, 1.1, 1e4, 1e-5, orders=[2, 4.7, 8.5, 32], refine=True)
+    assert float(messy) == pytest.approx(float(clean), rel=1e-13) and float(messy) < 5.6319
+
+
+def test_steps_without_nan_when_rho_underflows():
+    assert float(jaxpriv.calibrate.steps(1.0, q=1e-300, sigma=1.0, delta=1e-200)) > 0

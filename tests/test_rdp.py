@@ -610,3 +610,8 @@ def test_default_orders_finite_where_a_gather_once_produced_nan():
     theirs = dpa.compute_epsilon(rdp.DP_ACCOUNTING_ORDERS, rdp_theirs, 1e-5)[0]
     # dp_accounting gives up (inf) at α = 1.1…1.5 here, where the optimum lies; the exact curve does not
     assert np.isfinite(ours) and ours < theirs
+
+
+def test_compose_mismatched_curves_raise_value_error():
+    with pytest.raises(ValueError, match="curves"):
+        rdp.compose(np.ones(2), np.ones(3))
