@@ -45,7 +45,8 @@ def map_chunked(
 
     Args:
       kernel: maps arrays of shape (B,) to a tuple of arrays of shape (B,) (or (B, ...)).
-      inputs: 1-D numpy arrays of the same length N (already validated and broadcast).
+      inputs: 1-D numpy arrays of the same length N (already validated and broadcast), or of length 1
+        for a value shared by every configuration (expanded one chunk at a time, not N times).
       chunk_size: configurations per chunk (rounded up to a multiple of the device count); bounds
         memory. Defaults to 4096.
       progress: show a progress bar; default: only when there is more than one chunk.
@@ -54,7 +55,7 @@ def map_chunked(
     Returns:
       Tuple of numpy arrays of length N, one per kernel output.
     """
-    n = int(inputs[0].shape[0])
+    n = max(int(x.shape[0]) for x in inputs)
     devices = jax.device_count()
     chunk = _bucket(n, chunk_size or DEFAULT_CHUNK, devices)
     sharding = batch_sharding()
@@ -66,7 +67,11 @@ def map_chunked(
         nonlocal outputs
         stop = min(start + chunk, n)
         # Pad the last chunk by repeating its last configuration: valid input, one compiled shape.
-        padded = [np.concatenate([x[start:stop], np.repeat(x[stop - 1 : stop], chunk - (stop - start))]) for x in inputs]
+        padded = [
+            np.broadcast_to(x, (chunk,)) if x.shape[0] == 1
+            else np.concatenate([x[start:stop], np.repeat(x[stop - 1 : stop], chunk - (stop - start))])
+            for x in inputs
+        ]
         result = kernel(*(jax.device_put(x, sharding) for x in padded))
         if outputs is None:
             outputs = [np.empty((n,) + np.shape(r)[1:], dtype=np.asarray(r).dtype) for r in result]

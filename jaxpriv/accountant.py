@@ -203,10 +203,11 @@ def dpsgd_epsilon(
         ]
         shape = check_broadcastable(q=arrays[0], sigma=arrays[1], steps=arrays[2], delta=arrays[3])
         key = tuple(float(a) for a in np.unique(check_orders(rdp.DEFAULT_ORDERS if orders is None else orders)))
-        arrays = [jnp.broadcast_to(a, shape) for a in arrays]
         kernel = rdp._dpsgd_epsilon_refined_jit if refine else rdp._dpsgd_epsilon_jit
         if all(is_concrete(a) for a in arrays):
-            flat = [np.asarray(a).reshape(-1) for a in arrays]
+            # shared scalars stay scalars (expanded per chunk): a 10⁷ sweep holds only what varies
+            flat = [np.asarray(a).reshape(-1) if np.size(a) == 1 else np.asarray(jnp.broadcast_to(a, shape)).reshape(-1)
+                    for a in arrays]
             eps, order = map_chunked(
                 lambda *xs: kernel(*xs, orders_key=key),
                 flat,
@@ -217,6 +218,6 @@ def dpsgd_epsilon(
             eps, order = eps.reshape(shape), order.reshape(shape)
         else:
             flat_kernel = rdp._dpsgd_epsilon_refined if refine else rdp._dpsgd_epsilon_flat
-            eps, order = flat_kernel(*(a.reshape(-1) for a in arrays), key)
+            eps, order = flat_kernel(*(jnp.broadcast_to(a, shape).reshape(-1) for a in arrays), key)
             eps, order = eps.reshape(shape), order.reshape(shape)
         return as_output((eps, order)) if return_order else as_output(eps)
