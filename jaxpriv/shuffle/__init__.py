@@ -1,0 +1,33 @@
+"""Privacy amplification by shuffling (SPEC §3).
+
+:mod:`jaxpriv.shuffle.clones` — the exact clone dominating pair: δ(ε) and ε(δ) (SPEC §3.1).
+:mod:`jaxpriv.shuffle.bounds` — closed forms and baselines: FMT22, Erlingsson et al. 2019, APES
+Theorem 4 (O(n log n)), S-APES Proposition 1, GSPA μ, the simplified Girgis RDP (SPEC §1.6, §3.2-3.3).
+"""
+
+from .bounds import (
+    apes_echo_sum,
+    apes_theorem4,
+    erlingsson19,
+    fmt22_closed_form,
+    girgis_rdp_lower,
+    girgis_rdp_simplified,
+    gspa_mu,
+    gspa_mu_composed,
+    sapes_proposition1,
+)
+from .clones import clones_delta, clones_epsilon
+
+__all__ = [
+    "clones_delta",
+    "clones_epsilon",
+    "fmt22_closed_form",
+    "erlingsson19",
+    "apes_echo_sum",
+    "apes_theorem4",
+    "sapes_proposition1",
+    "gspa_mu",
+    "gspa_mu_composed",
+    "girgis_rdp_simplified",
+    "girgis_rdp_lower",
+]
