@@ -3,6 +3,7 @@
     jaxpriv epsilon --q 0.01 --sigma 1.1 --steps 10000 --delta 1e-5
     jaxpriv calibrate sigma --epsilon 1,2,4,8 --q 0.01 --steps 10000 --delta 1e-5
     jaxpriv sweep --q 1e-3:0.1:25:log --sigma 0.6:3:40 --steps 10000 --delta 1e-5 --out sweep-out
+    jaxpriv shuffle --budgets uniform:0.05,1 --n 10000 --delta 1e-8
     jaxpriv report --quick --out reproduce-out
 
 Exit status: 0 on success; 2 on a bad argument, with a one-line message naming it and its valid range.
@@ -184,6 +185,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chunk-size", type=_positive_int, metavar="N",
                    help="configurations per compiled batch (default 4096)")
     p.set_defaults(handler=cmd_sweep)
+
+    p = _subparser(subparsers, "shuffle", "Central ε of shuffling n users with personalized local budgets, every bound.",
+                   "jaxpriv shuffle --budgets uniform:0.05,1 --n 10000 --delta 1e-8 --out shuffle-out")
+    p.add_argument("--budgets", required=True, metavar="SPEC",
+                   help="uniform:LO,HI | gauss:MEAN,SD[,clip=LO,HI] | levels:E@W,... | a CSV file of budgets")
+    p.add_argument("--n", type=_positive_int, help="number of users (not needed with a CSV file)")
+    p.add_argument("--delta", type=_number, required=True, help=_HELP["delta"])
+    p.add_argument("--out", metavar="DIR", help="write epsilon_vs_n.png and budgets.png here")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(handler=cmd_shuffle)
 
     p = _subparser(subparsers, "report", "Privacy report of a default DP-SGD run: report.md and figures.",
                    "jaxpriv report --quick --out reproduce-out", aliases=["reproduce"])
@@ -395,4 +406,42 @@ def cmd_report(args) -> int:
     ]))
     for kind in ("report", "epsilon_grid", "sigma_vs_epsilon"):
         console.print(f"wrote {escape(files[kind])}")
+    return 0
+
+
+def cmd_shuffle(args) -> int:
+    from rich.markup import escape
+
+    from .shuffle import budgets as budget_specs
+    from .shuffle import summary
+
+    eps = budget_specs.budgets(args.budgets, args.n)
+    rows = summary.shuffle_summary(eps, args.delta)
+    if args.json:
+        print(json.dumps({"budgets": args.budgets, "n": int(eps.size), "delta": args.delta,
+                          "bounds": [{**r, "epsilon": _json_value(r["epsilon"])} for r in rows]}, indent=2))
+    else:
+        console = _console()
+        console.print(_table(
+            f"shuffling n = {eps.size:,} users, budgets {args.budgets} (ε from {eps.min():g} to {eps.max():g})",
+            ["accountant", "central ε", "δ", "kind", "note"],
+            [[r["name"], _fmt(r["epsilon"]), f"{r['delta']:.3g}", r["kind"], r["note"]] for r in rows],
+            numeric=(1, 2),
+        ))
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        if os.path.isfile(args.budgets):
+            population = lambda n: np.resize(eps, n)  # a file's budgets, repeated to reach n
+        else:
+            population = lambda n: budget_specs.budgets(args.budgets, n)
+        ns = np.unique(np.geomspace(100, max(10 * eps.size, 1000), 12).astype(int))
+        curves = summary.epsilon_versus_n(population, ns, args.delta)
+        paths = [
+            summary.plot_epsilon_versus_n(ns, curves, os.path.join(args.out, "epsilon_vs_n.png"),
+                                          f"central ε vs n, budgets {args.budgets}, δ = {args.delta:g}"),
+            summary.plot_budgets(eps, os.path.join(args.out, "budgets.png"), f"local budgets ({args.budgets})"),
+        ]
+        if not args.json:
+            for path in paths:
+                _console().print(f"wrote {escape(path)}")
     return 0

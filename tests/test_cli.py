@@ -222,3 +222,22 @@ def test_epsilon_refine_is_never_worse(capsys):
                  "--refine"]) == 0
     refined = json.loads(capsys.readouterr().out)
     assert refined["epsilon"] < grid["epsilon"] and refined["best_order"] != grid["best_order"]
+
+
+def test_shuffle_json_reproduces_unis_and_writes_figures(capsys, tmp_path):
+    out = tmp_path / "shuffle"
+    assert main(["shuffle", "--budgets", "uniform:0.05,1", "--n", "10000", "--delta", "1e-8", "--json",
+                 "--out", str(out)]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["bounds"]}
+    # the APES paper's "UniS" 0.069 is the exact clone sum at the largest budget (ε₀ ≈ 1)
+    assert rows["clones (FMT22), exact numeric, ε₀ = max"]["epsilon"] == pytest.approx(0.06888, abs=2e-4)
+    assert rows["FMT22 closed form (UniS, APES Eq. 2)"]["epsilon"] == pytest.approx(0.2408, abs=1e-3)
+    assert rows["Erlingsson et al. 2019"]["epsilon"] is None  # outside its validity (ε₀ ≤ ½): inf → null
+    assert (out / "epsilon_vs_n.png").stat().st_size > 0 and (out / "budgets.png").stat().st_size > 0
+
+
+def test_shuffle_bad_budgets_exit_2(capsys):
+    assert main(["shuffle", "--budgets", "beta:1,2", "--n", "100", "--delta", "1e-8"]) == 2
+    assert "budgets spec" in capsys.readouterr().err
+    assert main(["shuffle", "--budgets", "uniform:0.1,1", "--n", "100", "--delta", "2"]) == 2
+    assert "delta" in capsys.readouterr().err

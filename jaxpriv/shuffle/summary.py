@@ -1,0 +1,102 @@
+"""Every shuffle bound for one population of local budgets, side by side, and the figures for it.
+
+Used by ``jaxpriv shuffle``. The rows are the numeric (exact) accountants of SPEC §3.1 and the closed forms
+of §3.2-3.3, each evaluated where it applies (uniform bounds at the largest local budget, which is what
+the seeds' "UniS" baseline does) and labelled with what it is: a bound, or an approximation.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from .. import fdp
+from . import bounds, clones
+
+__all__ = ["shuffle_summary", "epsilon_versus_n", "plot_epsilon_versus_n", "plot_budgets"]
+
+
+def shuffle_summary(local_epsilons, delta: float) -> list[dict]:
+    """Central ε of shuffling n users with these local budgets at δ, by every accountant we have.
+
+    Returns a list of rows ``{"name", "epsilon", "delta", "kind", "note"}``; ``epsilon`` is inf where a
+    closed form's validity condition fails (its warning is turned into the note).
+    """
+    eps = np.asarray(local_epsilons, dtype=np.float64)
+    n, top = eps.size, float(eps.max())
+    rows = []
+
+    def add(name, value, kind, note, delta_out=delta):
+        rows.append({"name": name, "epsilon": float(value), "delta": float(delta_out), "kind": kind, "note": note})
+
+    add("clones (FMT22), exact numeric, ε₀ = max", clones.clones_epsilon(top, n, delta, clones="fmt22"),
+        "bound", "the seeds' UniS baseline computed exactly (SPEC §3.1)")
+    add("strong clones, exact numeric, ε₀ = max", clones.clones_epsilon(top, n, delta, clones="strong"),
+        "bound", "valid for the FMT23 class of randomizers (see clones_delta)")
+    for name, fn, note in [
+        ("FMT22 closed form (UniS, APES Eq. 2)", bounds.fmt22_closed_form, "closed form at ε₀ = max"),
+        ("Erlingsson et al. 2019", bounds.erlingsson19, "closed form at ε₀ = max"),
+    ]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            value = fn(top, n, delta)
+        add(name, value, "bound", caught[0].message.args[0] if caught else note)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        eps_c, delta_c = bounds.apes_theorem4(eps, delta)
+    add("APES Theorem 4 (echo of neighbours)", eps_c, "bound",
+        caught[0].message.args[0] if caught else f"δ_s = {delta:g}; its own δ^c shown", delta_c)
+    mu = float(bounds.gspa_mu(eps))
+    add("GSPA μ-GDP", fdp.gdp_epsilon(mu, delta), "approximation", f"μ = {mu:.6g}; the paper's GDP approximation")
+    return rows
+
+
+def epsilon_versus_n(spec_budgets, ns, delta: float) -> dict:
+    """ε of the exact uniform accountant and the two main closed forms for each population size in ``ns``;
+    ``spec_budgets(n)`` returns the budgets of n users (the same distribution at every size)."""
+    curves = {"clones (FMT22), exact": [], "FMT22 closed form": [], "APES Theorem 4": []}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # inf outside validity is plotted as a gap
+        for n in ns:
+            eps = spec_budgets(int(n))
+            top = float(eps.max())
+            curves["clones (FMT22), exact"].append(float(clones.clones_epsilon(top, int(n), delta)))
+            curves["FMT22 closed form"].append(float(bounds.fmt22_closed_form(top, int(n), delta)))
+            curves["APES Theorem 4"].append(float(bounds.apes_theorem4(eps, delta)[0]))
+    return {name: np.asarray(values) for name, values in curves.items()}
+
+
+def plot_epsilon_versus_n(ns, curves: dict, path: str, title: str) -> str:
+    """Central ε against the number of users (log-log), one line per accountant."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7.0, 5.0), layout="constrained")
+    ax = fig.add_subplot()
+    for name, values in curves.items():
+        finite = np.isfinite(values)
+        ax.loglog(np.asarray(ns)[finite], values[finite], marker="o", markersize=3, label=name)
+    ax.set_xlabel("number of users n")
+    ax.set_ylabel("central ε")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.savefig(path, dpi=120)
+    return path
+
+
+def plot_budgets(local_epsilons, path: str, title: str, per_user=None) -> str:
+    """Histogram of the local budgets (and of each user's central ε, when given)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7.0, 4.5), layout="constrained")
+    ax = fig.add_subplot()
+    ax.hist(np.asarray(local_epsilons), bins=40, alpha=0.7, label="local ε_i")
+    if per_user is not None:
+        ax.hist(np.asarray(per_user), bins=40, alpha=0.7, label="central ε per user")
+    ax.set_xlabel("ε")
+    ax.set_ylabel("users")
+    ax.set_title(title)
+    ax.legend()
+    fig.savefig(path, dpi=120)
+    return path
