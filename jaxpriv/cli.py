@@ -414,6 +414,7 @@ def cmd_shuffle(args) -> int:
 
     from .shuffle import budgets as budget_specs
     from .shuffle import summary
+    from .shuffle.personalized import personalized_epsilon
 
     eps = budget_specs.budgets(args.budgets, args.n)
     rows = summary.shuffle_summary(eps, args.delta)
@@ -439,7 +440,8 @@ def cmd_shuffle(args) -> int:
         paths = [
             summary.plot_epsilon_versus_n(ns, curves, os.path.join(args.out, "epsilon_vs_n.png"),
                                           f"central ε vs n, budgets {args.budgets}, δ = {args.delta:g}"),
-            summary.plot_budgets(eps, os.path.join(args.out, "budgets.png"), f"local budgets ({args.budgets})"),
+            summary.plot_budgets(eps, os.path.join(args.out, "budgets.png"), f"local budgets ({args.budgets})",
+                                 per_user=personalized_epsilon(eps, args.delta, model="gspa", per_user=True)),
         ]
         if not args.json:
             for path in paths:

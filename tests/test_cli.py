@@ -232,6 +232,8 @@ def test_shuffle_json_reproduces_unis_and_writes_figures(capsys, tmp_path):
     # the APES paper's "UniS" 0.069 is the exact clone sum at the largest budget (ε₀ ≈ 1)
     assert rows["clones (FMT22), exact numeric, ε₀ = max"]["epsilon"] == pytest.approx(0.06888, abs=2e-4)
     assert rows["FMT22 closed form (UniS, APES Eq. 2)"]["epsilon"] == pytest.approx(0.2408, abs=1e-3)
+    # ...and its "APES" 0.057 is the same exact sum with the echo probabilities as clone probabilities
+    assert rows["personalized, APES/EoN model, exact numeric"]["epsilon"] == pytest.approx(0.057, abs=5e-4)
     assert rows["Erlingsson et al. 2019"]["epsilon"] is None  # outside its validity (ε₀ ≤ ½): inf → null
     assert (out / "epsilon_vs_n.png").stat().st_size > 0 and (out / "budgets.png").stat().st_size > 0
 

@@ -3,6 +3,11 @@
 :mod:`jaxpriv.shuffle.clones` — the exact clone dominating pair: δ(ε) and ε(δ) (SPEC §3.1).
 :mod:`jaxpriv.shuffle.bounds` — closed forms and baselines: FMT22, Erlingsson et al. 2019, APES
 Theorem 4 (O(n log n)), S-APES Proposition 1, GSPA μ, the simplified Girgis RDP (SPEC §1.6, §3.2-3.3).
+:mod:`jaxpriv.shuffle.personalized` — personalized budgets: worst-case and per-user central ε (GSPA and
+APES/EoN clone models) on the exact sum, with C a Poisson-binomial (:mod:`.poisson_binomial`).
+:mod:`jaxpriv.shuffle.multinomial` — the 2-D lattice law, its TV distance to the matched Gaussian and the
+E-APES trade-off / (ε, δ) curve (SPEC §3.3).
+:mod:`jaxpriv.shuffle.budgets` — budget distributions (uniform, clipped Gaussian, levels, CSV).
 """
 
 from .bounds import (
@@ -17,10 +22,18 @@ from .bounds import (
     sapes_proposition1,
 )
 from .clones import clones_delta, clones_epsilon
+from .multinomial import eapes_epsilon, gspa_eq14, lattice_gaussian_tv
+from .personalized import personalized_epsilon
+from .poisson_binomial import poisson_binomial_logpmf
 
 __all__ = [
     "clones_delta",
     "clones_epsilon",
+    "personalized_epsilon",
+    "poisson_binomial_logpmf",
+    "lattice_gaussian_tv",
+    "gspa_eq14",
+    "eapes_epsilon",
     "fmt22_closed_form",
     "erlingsson19",
     "apes_echo_sum",

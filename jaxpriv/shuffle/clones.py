@@ -194,8 +194,13 @@ def _window(eps0, n, window: int, clones: str):
     return values, valid, log_w, lower + upper
 
 
-def _log_delta(eps0, eps, values, valid, log_w, dropped, anchor: int):
-    """log δ(ε) of the clone pair summed over the window (see the module docstring); −inf once ε ≥ ε₀."""
+def _log_delta(eps0, eps, values, valid, log_w, dropped, anchor: int, w_rel_err=None):
+    """log δ(ε) of the clone pair summed over the window (see the module docstring); −inf once ε ≥ ε₀.
+
+    ``log_w`` may be any (sub-normalised) log pmf of C over the window ``values`` (``valid`` a contiguous
+    prefix of each row); ``dropped`` bounds Pr[C outside the window] and is added times δ_0 = α. An
+    optional ``w_rel_err`` (same shape) bounds the relative error of each Pr[C]; its effect is added to
+    the rounding allowance (on the safe side)."""
     active = eps < eps0
     e = jnp.where(active, eps, 0.0)
     log_alpha = e + log_expm1(jnp.where(active, eps0 - e, 1.0)) - jax.nn.softplus(eps0)
@@ -239,6 +244,8 @@ def _log_delta(eps0, eps, values, valid, log_w, dropped, anchor: int):
     levels = math.log2(values.shape[1] + anchor)
     rho = _ROUNDING * (jnp.abs(jnp.where(valid, log_bm, 0.0)) + 2.0 * levels + 32.0)
     size = alpha_bm + em1[:, None] * (top[:, None] + jnp.abs(tail))
+    if w_rel_err is not None:  # a pmf computed elsewhere: its own error bound, relative to each Pr[C]
+        rho = rho + jnp.where(valid, w_rel_err * (1.0 + rho), 0.0)
     allowance = jnp.sum(jnp.where(valid, weights * rho * size, 0.0), axis=1)
 
     log_window = scale + jnp.max(log_w, axis=1) + jnp.log(total + allowance)
@@ -260,21 +267,80 @@ def _start(eps0, n, delta):
     return jnp.log(jnp.where(jnp.isfinite(guess) & (guess > 0), guess, eps0 / 2.0))
 
 
-@functools.partial(jax.jit, static_argnames=("window", "anchor", "clones"))
-def _epsilon_kernel(eps0, n, delta, *, window: int, anchor: int, clones: str):
-    values, valid, log_w, dropped = _window(eps0, n, window, clones)
+def _solve_epsilon(eps0, delta, start, values, valid, log_w, dropped, anchor: int, w_rel_err=None):
+    """Smallest ε with δ(ε) ≤ δ for the clone pair over a given window of C (root find on log ε)."""
     log_target = jnp.log(delta)
-    zero_ok = _log_delta(eps0, jnp.zeros_like(eps0), values, valid, log_w, dropped, anchor) <= log_target
-    start = _start(eps0, n, delta)
+    zero_ok = _log_delta(eps0, jnp.zeros_like(eps0), values, valid, log_w, dropped, anchor,
+                         w_rel_err) <= log_target
 
     def gap(log_eps):  # > 0 while ε is too small; clamped (δ = 0 above ε₀ would give −inf)
-        log_d = _log_delta(eps0, jnp.exp(log_eps), values, valid, log_w, dropped, anchor)
+        log_d = _log_delta(eps0, jnp.exp(log_eps), values, valid, log_w, dropped, anchor, w_rel_err)
         g = jnp.maximum(log_d - log_target, -60.0)
         return jnp.where(zero_ok, log_eps - (start - 1.0), g)  # trivial root for the ε = 0 answers
 
     log_eps, found = solve_monotone(gap, start)
     eps = jnp.minimum(jnp.exp(log_eps) * (1.0 + _XTOL_MARGIN), eps0)  # δ(ε₀) = 0: ε₀ is always safe
     return jnp.where(zero_ok, 0.0, jnp.where(found, eps, eps0))
+
+
+@functools.partial(jax.jit, static_argnames=("window", "anchor", "clones"))
+def _epsilon_kernel(eps0, n, delta, *, window: int, anchor: int, clones: str):
+    values, valid, log_w, dropped = _window(eps0, n, window, clones)
+    return _solve_epsilon(eps0, delta, _start(eps0, n, delta), values, valid, log_w, dropped, anchor)
+
+
+# --------------------------------------------------------------------------------------------------
+# Arbitrary clone-count laws over a window (used by :mod:`jaxpriv.shuffle.personalized`)
+# --------------------------------------------------------------------------------------------------
+
+
+def _pmf_window(lo, top, log_pmf):
+    values = lo[:, None] + jnp.arange(log_pmf.shape[1], dtype=jnp.float64)[None, :]
+    valid = values <= top[:, None]
+    return values, valid, jnp.where(valid, log_pmf, -jnp.inf)
+
+
+@functools.partial(jax.jit, static_argnames=("anchor",))
+def _pmf_delta_kernel(eps0, lo, top, log_pmf, w_rel_err, dropped, eps, *, anchor: int):
+    values, valid, log_w = _pmf_window(lo, top, log_pmf)
+    return jnp.exp(_log_delta(eps0, eps, values, valid, log_w, dropped, anchor, w_rel_err))
+
+
+@functools.partial(jax.jit, static_argnames=("anchor",))
+def _pmf_epsilon_kernel(eps0, lo, top, log_pmf, w_rel_err, dropped, delta, *, anchor: int):
+    values, valid, log_w = _pmf_window(lo, top, log_pmf)
+    mean = jnp.sum(jnp.exp(log_w) * values, axis=1)
+    n_like = jnp.maximum(mean * jnp.exp(jnp.minimum(eps0, 700.0)), 2.0)  # the FMT22 n with the same E[C]
+    start = _start(eps0, n_like, delta)
+    return _solve_epsilon(eps0, delta, start, values, valid, log_w, dropped, anchor, w_rel_err)
+
+
+def pmf_sizes(top_max: int) -> int:
+    """Static anchor length for windows whose largest C is ``top_max``."""
+    return min(_bucket(math.ceil(math.sqrt(_ANCHOR_LOG_REMAINDER * max(top_max, 1))) + _WINDOW_MARGIN),
+               _bucket(top_max // 2 + 2))
+
+
+def pmf_delta(eps0, lo, top, log_pmf, dropped, epsilon, w_rel_err=None):
+    """δ(ε) of the clone pair (target RR at ε₀) for an arbitrary law of the clone count C (float64 arrays).
+
+    Row b: Pr[C = lo_b + j] = exp(log_pmf[b, j]) for lo_b + j ≤ top_b; ``dropped[b]`` ≥ Pr[C outside
+    [lo_b, top_b]] is added times δ_0 (SPEC §0.1); ``w_rel_err`` bounds the relative error of each pmf
+    value and is absorbed into the allowance. No validation (internal; callers validate)."""
+    with float64():
+        anchor = pmf_sizes(int(np.max(top)))
+        args = [jnp.asarray(a, dtype=jnp.float64) for a in (eps0, lo, top, log_pmf,
+                np.zeros_like(log_pmf) if w_rel_err is None else w_rel_err, dropped, epsilon)]
+        return as_output(_pmf_delta_kernel(*args, anchor=anchor))
+
+
+def pmf_epsilon(eps0, lo, top, log_pmf, dropped, delta, w_rel_err=None):
+    """Smallest ε with :func:`pmf_delta` (ε) ≤ δ, per row (same conventions as :func:`clones_epsilon`)."""
+    with float64():
+        anchor = pmf_sizes(int(np.max(top)))
+        args = [jnp.asarray(a, dtype=jnp.float64) for a in (eps0, lo, top, log_pmf,
+                np.zeros_like(log_pmf) if w_rel_err is None else w_rel_err, dropped, delta)]
+        return as_output(_pmf_epsilon_kernel(*args, anchor=anchor))
 
 
 # --------------------------------------------------------------------------------------------------

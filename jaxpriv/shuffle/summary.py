@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 
 from .. import fdp
-from . import bounds, clones
+from . import bounds, clones, personalized
 
 __all__ = ["shuffle_summary", "epsilon_versus_n", "plot_epsilon_versus_n", "plot_budgets"]
 
@@ -47,6 +47,10 @@ def shuffle_summary(local_epsilons, delta: float) -> list[dict]:
         eps_c, delta_c = bounds.apes_theorem4(eps, delta)
     add("APES Theorem 4 (echo of neighbours)", eps_c, "bound",
         caught[0].message.args[0] if caught else f"δ_s = {delta:g}; its own δ^c shown", delta_c)
+    add("personalized, GSPA model, exact numeric", personalized.personalized_epsilon(eps, delta, model="gspa"),
+        "bound", "worst-case target; strong-clone class (SPEC §3.1)")
+    add("personalized, APES/EoN model, exact numeric", personalized.personalized_epsilon(eps, delta, model="apes"),
+        "bound", "echo probabilities as clone probabilities (the APES paper's numeric value)")
     mu = float(bounds.gspa_mu(eps))
     add("GSPA μ-GDP", fdp.gdp_epsilon(mu, delta), "approximation", f"μ = {mu:.6g}; the paper's GDP approximation")
     return rows

@@ -1,0 +1,206 @@
+"""Tests for jaxpriv.shuffle.poisson_binomial and jaxpriv.shuffle.personalized: an O(n²) float64 DP oracle
+for the Poisson-binomial pmf (every value, tails included), scipy/Loader for equal probabilities, a
+brute-force scipy clone sum with a Poisson-binomial C as the δ oracle, equal budgets against the uniform
+clone accountant, monotonicity in users, per-user values between the uniform extremes and below the worst
+case, conservative binning, and one ValueError per bad argument."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+from jaxpriv._numerics import float64
+from jaxpriv.shuffle import clones as clones_module
+from jaxpriv.shuffle import clones_epsilon
+from jaxpriv.shuffle.personalized import personalized_epsilon
+from jaxpriv.shuffle.poisson_binomial import poisson_binomial_logpmf
+
+
+@pytest.fixture(autouse=True)
+def x64_flag_untouched():
+    before = jax.config.jax_enable_x64
+    yield
+    assert jax.config.jax_enable_x64 == before
+
+
+def dp_pmf(p):
+    """Σ Bern(p_i) by the O(n²) recursion; positive sums only: ≤ 2n ulp relative error everywhere."""
+    f = np.zeros(len(p) + 1)
+    f[0] = 1.0
+    for i, pi in enumerate(p):
+        f[1:i + 2] = f[1:i + 2] * (1 - pi) + f[0:i + 1] * pi
+        f[0] *= 1 - pi
+    return f
+
+
+def oracle_delta(q, pmf_c, eps):
+    """Σ_C Pr[C] Σ_a max(0, P_C(a) − e^ε Q_C(a)) by brute force (scipy), any law of C."""
+    total = 0.0
+    for count, w in enumerate(pmf_c):
+        if w < 1e-300:
+            continue
+        a = np.arange(count + 2)
+        b, b_prev = stats.binom.pmf(a, count, 0.5), stats.binom.pmf(a - 1, count, 0.5)
+        p_c, q_c = q * b_prev + (1 - q) * b, (1 - q) * b_prev + q * b
+        total += w * np.maximum(0.0, p_c - np.exp(eps) * q_c).sum()
+    return total
+
+
+# ------------------------------------------------------------------------------------------------
+# Poisson-binomial pmf
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n, kind", [(40, "uniform"), (700, "uniform"), (2000, "uniform"), (2000, "small"),
+                                     (1500, "few"), (1000, "edges")])
+def test_pmf_matches_dp_recursion(n, kind):
+    rng = np.random.default_rng(n)
+    p = {"uniform": rng.uniform(size=n), "small": 0.01 * rng.uniform(size=n),
+         "few": rng.choice([0.05, 0.5, 0.93], size=n),
+         "edges": np.concatenate([rng.uniform(size=n - 20), np.zeros(10), np.ones(10)])}[kind]
+    w = poisson_binomial_logpmf(p)
+    f = dp_pmf(p)
+    k = w.lo + np.arange(w.logpmf.size)
+    ref = f[k]
+    ok = ref > 1e-300
+    got = np.exp(w.logpmf)
+    rel = np.abs(np.expm1(w.logpmf[ok] - np.log(ref[ok])))
+    assert rel.max() < 1e-12  # every value in the window, far tails included
+    bulk = ref > 1e-6 * ref.max()
+    assert np.all(np.abs(got - ref)[bulk] <= 1e-12 * ref[bulk])
+    assert np.all(np.abs(got - ref) <= 1e-15)
+    assert np.all(rel <= w.rel_err[ok])  # the error estimate covers the measured error
+    outside = f[:w.lo].sum() + f[w.lo + w.logpmf.size:].sum()
+    assert outside <= w.dropped + 1e-300 and w.dropped < 1e-30
+
+
+@pytest.mark.parametrize("n, p", [(1000, 0.3), (10**5, 0.02), (10**7, 0.4)])
+def test_pmf_equal_probabilities_is_binomial(n, p):
+    w = poisson_binomial_logpmf([p], counts=[n])
+    k = w.lo + np.arange(w.logpmf.size)
+    with float64():
+        loader = np.asarray(clones_module._log_binom_pmf(jnp.asarray(k, dtype=jnp.float64), float(n),
+                                                         np.log(p), np.log1p(-p)))
+    assert np.max(np.abs(w.logpmf - loader)) < 2e-11
+    scipy_pmf = stats.binom.pmf(k, n, p)
+    assert np.max(np.abs(np.exp(w.logpmf) - scipy_pmf)) < 1e-15
+    bulk = scipy_pmf > 1e-3 * scipy_pmf.max()
+    assert np.allclose(np.exp(w.logpmf[bulk]), scipy_pmf[bulk], rtol=1e-8 if n > 10**6 else 1e-10, atol=0)
+    assert w.dropped < 1e-30
+
+
+def test_pmf_bad_input():
+    for bad in ([], [0.5, np.nan], [1.5], [-0.1]):
+        with pytest.raises(ValueError, match="probs"):
+            poisson_binomial_logpmf(bad)
+    with pytest.raises(ValueError, match="counts"):
+        poisson_binomial_logpmf([0.5, 0.2], counts=[3])
+
+
+# ------------------------------------------------------------------------------------------------
+# Personalized central ε
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("eps0, n, delta", [(1.0, 1000, 1e-6), (0.5, 5000, 1e-8), (3.0, 20000, 1e-7)])
+def test_equal_budgets_equal_uniform_clone_accountant(eps0, n, delta):
+    gspa = personalized_epsilon(np.full(n, eps0), delta)
+    strong = clones_epsilon(eps0, n, delta, clones="strong")
+    assert abs(gspa - strong) <= 1e-9 * strong
+    gspa_user = personalized_epsilon(np.full(n, eps0), delta, per_user=True)
+    assert gspa_user.shape == (n,) and np.all(np.abs(gspa_user - strong) <= 1e-9 * strong)
+    apes = personalized_epsilon(np.full(n, eps0), delta, model="apes")
+    fmt22 = clones_epsilon(eps0, n, delta, clones="fmt22")
+    assert abs(apes - fmt22) <= 1e-9 * fmt22
+
+
+def test_delta_matches_brute_force_oracle_for_heterogeneous_budgets():
+    rng = np.random.default_rng(3)
+    eps = rng.uniform(0.2, 2.0, size=120)
+    delta = 1e-4
+    got = float(personalized_epsilon(eps, delta))
+    c = 2.0 / (1.0 + np.exp(eps))
+    others = np.delete(c, np.argmax(c))
+    pmf = dp_pmf(others)
+    q = np.exp(eps.max()) / (1 + np.exp(eps.max()))
+    assert oracle_delta(q, pmf, got) <= delta * (1 + 1e-9)
+    assert oracle_delta(q, pmf, got * (1 - 1e-6)) > delta  # tight
+
+
+def test_local_deltas_add_on_top():
+    eps = np.full(500, 1.0)
+    base = personalized_epsilon(eps, 1e-5)
+    with_d = personalized_epsilon(eps, 1e-5, local_deltas=np.full(500, 1e-6))
+    assert with_d > base
+    # δ_total = δ_t + (1−δ_t) δ_pure, with c_i = 2(1−δ_i)/(1+e^{ε_i})
+    assert np.isinf(personalized_epsilon(eps, 1e-6, local_deltas=np.full(500, 1e-6)))
+
+
+def test_more_users_never_increase_epsilon():
+    rng = np.random.default_rng(5)
+    eps = rng.uniform(0.1, 2.0, size=400)
+    prev = {m: np.inf for m in ("gspa", "apes")}
+    for n in (100, 200, 300, 400):
+        for model in prev:
+            val = float(personalized_epsilon(eps[:n], 1e-6, model=model))
+            assert val <= prev[model] * (1 + 1e-12)
+            prev[model] = val
+
+
+def test_per_user_between_extremes_and_below_worst_case():
+    rng = np.random.default_rng(7)
+    eps = rng.choice([0.3, 0.6, 1.0, 1.5], size=3000)
+    delta = 1e-7
+    per = personalized_epsilon(eps, delta, per_user=True)
+    worst = personalized_epsilon(eps, delta)
+    lo = clones_epsilon(eps.min(), eps.size, delta, clones="strong")
+    hi = clones_epsilon(eps.max(), eps.size, delta, clones="strong")
+    assert np.all(per >= lo * (1 - 1e-9)) and np.all(per <= hi * (1 + 1e-9))
+    assert per.max() <= worst * (1 + 1e-12)
+    assert worst <= hi * (1 + 1e-9)
+    order = np.argsort(eps)  # a larger own budget never gets a smaller central ε
+    assert np.all(np.diff(per[order]) >= -1e-12)
+
+
+def test_binning_is_conservative():
+    rng = np.random.default_rng(11)
+    eps = rng.uniform(0.2, 1.5, size=600)
+    delta = 1e-6
+    exact = personalized_epsilon(eps, delta, per_user=True, max_groups=10**6)
+    binned = personalized_epsilon(eps, delta, per_user=True, max_groups=16, grid_rtol=1e-2)
+    assert np.all(binned >= exact * (1 - 1e-12))
+    assert np.all(binned <= exact * 1.02)
+    exact_w = personalized_epsilon(eps, delta, max_groups=10**6)
+    binned_w = personalized_epsilon(eps, delta, max_groups=16, grid_rtol=1e-2)
+    assert exact_w <= binned_w <= exact_w * 1.02
+
+
+def test_apes_reproduces_paper_table3_scale():
+    # n = 10⁴, ε_i ~ U(0.05, 1), δ = 1e-8: the paper reports APES 0.057 (numeric clone sum), UniS 0.069.
+    eps = np.random.default_rng(1).uniform(0.05, 1.0, size=10_000)
+    val = float(personalized_epsilon(eps, 1e-8, model="apes"))
+    assert 0.050 < val < 0.064
+    assert val < clones_epsilon(eps.max(), eps.size, 1e-8)
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(local_epsilons=[]), "local_epsilons"),
+    (dict(local_epsilons=[1.0, -1.0]), "local_epsilons"),
+    (dict(local_epsilons=[1.0, np.inf]), "local_epsilons"),
+    (dict(local_epsilons=[1.0, np.nan]), "local_epsilons"),
+    (dict(local_epsilons=[1.0]), "local_epsilons"),
+    (dict(delta=0.0), "delta"),
+    (dict(delta=1.0), "delta"),
+    (dict(local_deltas=[0.0]), "local_deltas"),
+    (dict(local_deltas=[0.0, 1.0]), "local_deltas"),
+    (dict(local_deltas=[0.0, -0.1]), "local_deltas"),
+    (dict(model="nope"), "model"),
+    (dict(model="apes", local_epsilons=[1.0, 0.0]), "local_epsilons"),
+    (dict(model="apes", local_deltas=[0.0, 0.0]), "local_deltas"),
+])
+def test_bad_input_raises_value_error_naming_the_parameter(kwargs, name):
+    args = dict(local_epsilons=[1.0, 2.0], delta=1e-6)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=name):
+        personalized_epsilon(**args)
