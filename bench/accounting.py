@@ -24,13 +24,11 @@ Prints markdown tables and, with ``--json OUT``, writes every number to OUT.
 from __future__ import annotations
 
 import argparse
-import datetime
 import gc
 import importlib.metadata
 import json
 import logging
 import os
-import platform
 import resource
 import sys
 import time
@@ -43,6 +41,9 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if os.path.isfile(os.path.join(_ROOT, "jaxpriv", "__init__.py")):
     sys.path.insert(0, _ROOT)
 import jaxpriv  # noqa: E402
+
+import _common as common  # noqa: E402  (bench/ is the script's directory)
+from _common import first_and_repeats, say, timed  # noqa: E402
 
 import jax  # noqa: E402
 from jaxpriv import calibrate, rdp  # noqa: E402
@@ -88,18 +89,8 @@ ORDER_SETS = {
 # --------------------------------------------------------------------------------------------------
 
 
-def timed(fn):
-    """(seconds, result) of one call; ``fn`` must block on its result (np.asarray)."""
-    start = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - start, out
 
 
-def first_and_repeats(fn, repeats: int):
-    """Time the first call (compilation included) and then ``repeats`` more calls."""
-    first, out = timed(fn)
-    times = [timed(fn)[0] for _ in range(repeats)]
-    return first, times, out
 
 
 def rss_mib() -> dict:
@@ -161,8 +152,6 @@ def table(header, rows) -> str:
     return "\n".join(lines)
 
 
-def say(text=""):
-    print(text, flush=True)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -171,52 +160,22 @@ def say(text=""):
 
 
 def machine_info() -> dict:
-    uname = platform.uname()
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count()
-    try:
-        load = os.getloadavg()
-    except OSError:
-        load = None
-    return {
-        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "platform": platform.platform(),
-        "machine": f"{uname.system} {uname.release} {uname.machine}",
-        "processor": platform.processor() or uname.machine,
-        "cpu_count": os.cpu_count(),
-        "cpus_usable": usable,
-        "load_average_at_start": load,
-        "python": platform.python_version(),
-        "jax_backend": jax.default_backend(),
-        "jax_devices": [str(d) for d in jax.devices()],
-        "versions": {
+    return common.machine_info(
+        {
             "jax": jax.__version__,
             "jaxlib": importlib.metadata.version("jaxlib"),
             "numpy": np.__version__,
             "dp_accounting": importlib.metadata.version("dp-accounting"),
             "jaxpriv": jaxpriv.__version__,
         },
-        "jaxpriv_path": os.path.dirname(os.path.abspath(jaxpriv.__file__)),
-    }
+        os.path.dirname(os.path.abspath(jaxpriv.__file__)),
+    )
 
 
 def print_header(info: dict, mode: str):
     say("# jaxpriv vs dp_accounting: accounting benchmark")
     say()
-    v = info["versions"]
-    rows = [
-        ["date", info["date"]],
-        ["mode", mode],
-        ["platform", info["platform"]],
-        ["processor", f"{info['processor']} ({info['machine']})"],
-        ["CPUs", f"{info['cpu_count']} ({info['cpus_usable']} usable)"],
-        ["load average at start", " / ".join(f"{x:.2f}" for x in info["load_average_at_start"] or [])],
-        ["JAX backend / devices", f"{info['jax_backend']}: {', '.join(info['jax_devices'])}"],
-        ["versions", ", ".join(f"{k} {val}" for k, val in v.items()) + f", python {info['python']}"],
-        ["jaxpriv from", info["jaxpriv_path"]],
-    ]
+    rows = common.header_rows(info, mode)
     say(table(["", ""], rows))
     say()
     say("Timings are wall-clock (time.perf_counter); jaxpriv results are blocked on (np.asarray). "

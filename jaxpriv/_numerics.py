@@ -18,17 +18,15 @@ from typing import Iterator
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import log_ndtr, logsumexp
+from jax.scipy.special import log_ndtr
 
 __all__ = [
     "float64",
     "is_concrete",
     "check_array",
     "check_orders",
-    "log_sub",
     "log_expm1",
     "log1mexp",
-    "signed_logsumexp",
     "log_normal_cdf",
     "as_output",
 ]
@@ -122,12 +120,6 @@ def check_broadcastable(**arrays) -> tuple:
         raise ValueError(f"shapes do not broadcast together: {described}") from None
 
 
-def log_sub(log_a, log_b):
-    """log(e^a − e^b) for a ≥ b; −inf when a == b."""
-    diff = log_b - log_a
-    return jnp.where(diff < 0, log_a + log1mexp(jnp.minimum(diff, 0.0)), -jnp.inf)
-
-
 def log1mexp(x):
     """log(1 − e^x) for x ≤ 0, accurate near 0 and for very negative x (Mächler 2012)."""
     x = jnp.minimum(x, 0.0)
@@ -144,23 +136,6 @@ def log_expm1(x):
     """log(e^x − 1) for x > 0, without overflow for large x or cancellation for small x."""
     small = jnp.where(x < 30.0, x, 1.0)
     return jnp.where(x < 30.0, jnp.log(jnp.expm1(small)), x + jnp.log1p(-jnp.exp(-jnp.where(x < 30.0, 30.0, x))))
-
-
-def signed_logsumexp(log_abs, sign, axis=-1):
-    """Return (log|S|, sign(S)) for S = Σ sign·e^{log_abs} along ``axis``, without overflow.
-
-    Positive and negative parts are summed separately in log space, then subtracted once, so the only
-    cancellation is the final one (whose relative error is eps·(|pos|+|neg|)/|S|).
-    """
-    pos = logsumexp(jnp.where(sign > 0, log_abs, -jnp.inf), axis=axis)
-    neg = logsumexp(jnp.where(sign < 0, log_abs, -jnp.inf), axis=axis)
-    big = jnp.maximum(pos, neg)
-    small = jnp.minimum(pos, neg)
-    finite = jnp.isfinite(big)
-    diff = jnp.where(finite, small - big, -jnp.inf)
-    log_abs_sum = jnp.where(finite, big + log1mexp(jnp.minimum(diff, 0.0)), -jnp.inf)
-    # An exact tie gives log1mexp(0) = -inf: S = 0.
-    return log_abs_sum, jnp.where(pos >= neg, 1.0, -1.0)
 
 
 def log_normal_cdf(x):

@@ -55,7 +55,6 @@ def solve_monotone(safe_gap, start, step: float = math.log(8.0)):
         hi, g_hi = jnp.where(unsafe, hi, x), jnp.where(unsafe, g_hi, g)
         side = jnp.where(unsafe, 1, -1).astype(jnp.int32)
         have_lo, have_hi = jnp.isfinite(lo), jnp.isfinite(hi)
-        width = hi - lo
         secant_ok = have_lo & have_hi & jnp.isfinite(g_lo) & jnp.isfinite(g_hi) & (g_lo > g_hi) & (n % 8 != 7)
         secant = (lo * g_hi - hi * g_lo) / jnp.where(secant_ok, g_hi - g_lo, 1.0)
         # Keep the point strictly inside, by a bit less than half the tolerance: once the secant sits on

@@ -35,7 +35,6 @@ from ._numerics import (
     log_expm1,
     log_normal_cdf,
     log1mexp,
-    signed_logsumexp,
 )
 
 __all__ = [

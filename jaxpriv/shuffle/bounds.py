@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._numerics import as_output, check_array, float64, is_concrete, log_expm1
+from .._numerics import as_output, check_array, check_broadcastable, float64, is_concrete, log_expm1
 
 __all__ = [
     "fmt22_closed_form",
@@ -59,15 +59,6 @@ _LOG4 = math.log(4.0)
 # ----------------------------------------------------------------------------------------------------
 # validation and warning helpers
 # ----------------------------------------------------------------------------------------------------
-
-
-def _broadcast_shape(**arrays) -> tuple:
-    shapes = {name: np.shape(a) for name, a in arrays.items()}
-    try:
-        return np.broadcast_shapes(*shapes.values())
-    except ValueError:
-        described = ", ".join(f"{name} {shape}" for name, shape in shapes.items())
-        raise ValueError(f"shapes do not broadcast together: {described}") from None
 
 
 def _check_eps0(eps0):
@@ -163,7 +154,7 @@ def fmt22_closed_form(eps0, n, delta):
     """
     with float64():
         eps0, n, delta = _check_eps0(eps0), _check_n(n), _check_delta("delta", delta)
-        shape = _broadcast_shape(eps0=eps0, n=n, delta=delta)
+        shape = check_broadcastable(eps0=eps0, n=n, delta=delta)
         eps0, n, delta = (jnp.broadcast_to(a, shape) for a in (eps0, n, delta))
         out = _fmt22_kernel(eps0, n, delta)
         _warn_outside("fmt22_closed_form", {"ε₀ ≤ log(n / (16 log(2/δ)))": _fmt22_valid(eps0, n, delta)})
@@ -219,7 +210,7 @@ def erlingsson19(eps0, n, delta):
     """
     with float64():
         eps0, n, delta = _check_eps0(eps0), _check_n(n), _check_delta("delta", delta)
-        shape = _broadcast_shape(eps0=eps0, n=n, delta=delta)
+        shape = check_broadcastable(eps0=eps0, n=n, delta=delta)
         eps0, n, delta = (jnp.broadcast_to(a, shape) for a in (eps0, n, delta))
         out = _erlingsson_kernel(eps0, n, delta)
         _warn_outside(
@@ -391,7 +382,7 @@ def apes_theorem4(local_epsilons, delta_s, *, target=None):
         eps = _check_budgets(local_epsilons, positive=True)
         delta_s = _check_delta("delta_s", delta_s)
         t, worst = _resolve_target(target, eps.shape[-1])
-        shape = _broadcast_shape(local_epsilons_batch=np.empty(eps.shape[:-1]), delta_s=delta_s)
+        shape = check_broadcastable(local_epsilons_batch=np.empty(eps.shape[:-1]), delta_s=delta_s)
         s = jnp.broadcast_to(_echo_sum_kernel(eps, t, worst), shape)
         eps_star = jnp.broadcast_to(jnp.max(eps, axis=-1), shape)
         delta_s = jnp.broadcast_to(delta_s, shape)
@@ -441,7 +432,7 @@ def sapes_proposition1(eps_c, delta_c, b, delta_prime):
         delta_c = check_array("delta_c", delta_c, 0.0, 1.0)
         b = check_array("b", b, 1.0, np.inf, integer=True)
         delta_prime = _check_delta("delta_prime", delta_prime)
-        shape = _broadcast_shape(eps_c=eps_c, delta_c=delta_c, b=b, delta_prime=delta_prime)
+        shape = check_broadcastable(eps_c=eps_c, delta_c=delta_c, b=b, delta_prime=delta_prime)
         return as_output(_sapes_kernel(*(jnp.broadcast_to(a, shape) for a in (eps_c, delta_c, b, delta_prime))))
 
 
@@ -531,7 +522,7 @@ def gspa_mu_composed(local_epsilons, rounds, local_deltas=None):
         deltas = _check_local_deltas(local_deltas, eps)
         rounds = check_array("rounds", rounds, 1.0, np.inf, integer=True)
         mu = _gspa_kernel(eps, deltas)
-        _broadcast_shape(local_epsilons_batch=np.empty(eps.shape[:-1]), rounds=rounds)
+        check_broadcastable(local_epsilons_batch=np.empty(eps.shape[:-1]), rounds=rounds)
         return as_output(jnp.sqrt(rounds) * mu)
 
 
@@ -625,5 +616,5 @@ def _girgis(eps0, n, orders, *, upper: bool):
     with float64():
         eps0, n = _check_eps0(eps0), _check_n(n)
         orders = jnp.asarray(_check_integer_orders(orders))
-        shape = _broadcast_shape(eps0=eps0, n=n)
+        shape = check_broadcastable(eps0=eps0, n=n)
         return as_output(_girgis_kernel(jnp.broadcast_to(eps0, shape), jnp.broadcast_to(n, shape), orders, upper))

@@ -1,0 +1,71 @@
+"""Helpers shared by the benchmark scripts: timing, the machine header, markdown output."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import time
+
+import jax
+
+
+def timed(fn):
+    """(seconds, result) of one call; ``fn`` must block on its result (np.asarray)."""
+    start = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - start, out
+
+
+def first_and_repeats(fn, repeats: int):
+    """Time the first call (compilation included) and then ``repeats`` more calls."""
+    first, out = timed(fn)
+    times = [timed(fn)[0] for _ in range(repeats)]
+    return first, times, out
+
+
+def say(text=""):
+    print(text, flush=True)
+
+
+def machine_info(versions: dict, jaxpriv_path: str) -> dict:
+    """What a reader needs to compare timings: machine, load, devices, package versions."""
+    uname = platform.uname()
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count()
+    try:
+        load = os.getloadavg()
+    except OSError:
+        load = None
+    return {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "platform": platform.platform(),
+        "machine": f"{uname.system} {uname.release} {uname.machine}",
+        "processor": platform.processor() or uname.machine,
+        "cpu_count": os.cpu_count(),
+        "cpus_usable": usable,
+        "load_average_at_start": load,
+        "python": platform.python_version(),
+        "jax_backend": jax.default_backend(),
+        "jax_devices": [str(d) for d in jax.devices()],
+        "versions": versions,
+        "jaxpriv_path": jaxpriv_path,
+    }
+
+
+def header_rows(info: dict, mode: str) -> list[list[str]]:
+    """The rows of the machine table printed at the top of every benchmark."""
+    v = info["versions"]
+    return [
+        ["date", info["date"]],
+        ["mode", mode],
+        ["platform", info["platform"]],
+        ["processor", f"{info['processor']} ({info['machine']})"],
+        ["CPUs", f"{info['cpu_count']} ({info['cpus_usable']} usable)"],
+        ["load average at start", " / ".join(f"{x:.2f}" for x in info["load_average_at_start"] or [])],
+        ["JAX backend / devices", f"{info['jax_backend']}: {', '.join(info['jax_devices'])}"],
+        ["versions", ", ".join(f"{k} {val}" for k, val in v.items()) + f", python {info['python']}"],
+        ["jaxpriv from", info["jaxpriv_path"]],
+    ]
