@@ -174,7 +174,12 @@ def personalized_epsilon(local_epsilons, delta, model: str = "gspa", local_delta
 
     gp, gm = np.unique(c, return_counts=True)
     gm = gm.astype(np.float64)
-    logpmf, lo, top, dropped, rel = _windows(gp[gp > 0], gm[gp > 0], rows[:, 2])
+    # The leave-one-out law depends on the row only through its removed c: one window per distinct c
+    # (many (ε_t, δ_t) bins share a c bin), expanded back to the rows.
+    c_rows, c_inv = np.unique(rows[:, 2], return_inverse=True)
+    c_inv = c_inv.reshape(-1)
+    logpmf, lo, top, dropped, rel = _windows(gp[gp > 0], gm[gp > 0], c_rows)
+    logpmf, top, dropped, rel = logpmf[c_inv], top[c_inv], dropped[c_inv], rel[c_inv]
 
     # Pure-part target δ' = (δ − δ_t)/(1 − δ_t), rounded down; δ' ≤ 0 → inf.
     target = (delta - rows[:, 1]) / (1.0 - rows[:, 1]) * (1.0 - 4.0 * _EPS)
