@@ -69,3 +69,14 @@ def header_rows(info: dict, mode: str) -> list[list[str]]:
         ["versions", ", ".join(f"{k} {val}" for k, val in v.items()) + f", python {info['python']}"],
         ["jaxpriv from", info["jaxpriv_path"]],
     ]
+
+
+def print_header(info: dict, mode: str, title: str, note: str) -> None:
+    """The benchmark's title, the machine table and a note on how to read the timings."""
+    say(f"# {title}")
+    say()
+    lines = ["|  |  |", "|---|---|"] + [f"| {k} | {v} |" for k, v in header_rows(info, mode)]
+    say("\n".join(lines))
+    say()
+    say(note)
+    say()

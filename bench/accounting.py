@@ -173,14 +173,8 @@ def machine_info() -> dict:
 
 
 def print_header(info: dict, mode: str):
-    say("# jaxpriv vs dp_accounting: accounting benchmark")
-    say()
-    rows = common.header_rows(info, mode)
-    say(table(["", ""], rows))
-    say()
-    say("Timings are wall-clock (time.perf_counter); jaxpriv results are blocked on (np.asarray). "
-        "On a loaded machine they are noisy: read the medians.")
-    say()
+    common.print_header(info, mode, 'jaxpriv vs dp_accounting: accounting benchmark',
+                        'Timings are wall-clock (time.perf_counter); jaxpriv results are blocked on (np.asarray). On a loaded machine they are noisy: read the medians.')
 
 
 # --------------------------------------------------------------------------------------------------

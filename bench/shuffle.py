@@ -117,14 +117,8 @@ def machine_info() -> dict:
 
 
 def print_header(info: dict, mode: str):
-    say("# jaxpriv vs numpy/scipy: exact shuffle amplification (clone dominating pair)")
-    say()
-    rows = common.header_rows(info, mode)
-    say(table(["", ""], rows))
-    say()
-    say("Timings are wall-clock (time.perf_counter); jaxpriv results are numpy arrays (computation "
-        "finished). On a loaded machine they are noisy: read the medians.")
-    say()
+    common.print_header(info, mode, 'jaxpriv vs numpy/scipy: exact shuffle amplification (clone dominating pair)',
+                        'Timings are wall-clock (time.perf_counter); jaxpriv results are numpy arrays (computation finished). On a loaded machine they are noisy: read the medians.')
 
 
 # --------------------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._numerics import as_output, check_array, check_broadcastable, float64, is_concrete, log_expm1
+from .._numerics import as_output, check_array, check_broadcastable, check_orders, float64, is_concrete, log_expm1
 
 __all__ = [
     "fmt22_closed_form",
@@ -532,13 +532,7 @@ def gspa_mu_composed(local_epsilons, rounds, local_deltas=None):
 
 
 def _check_integer_orders(orders) -> np.ndarray:
-    if not is_concrete(orders):
-        raise ValueError("orders must be concrete integers ≥ 2 (not traced); pass a numpy array or list")
-    arr = np.asarray(orders, dtype=np.float64) if not isinstance(orders, np.ndarray) else orders.astype(np.float64)
-    if arr.ndim == 0:
-        arr = arr[None]
-    if arr.ndim != 1:
-        raise ValueError(f"orders must be a 1-D array of integer Rényi orders ≥ 2, got shape {arr.shape}")
+    arr = check_orders(orders)  # concrete, 1-D, > 1
     check_array("orders", arr, 2.0, np.inf, integer=True)
     return arr
 
