@@ -15,6 +15,7 @@ from .bounds import (
     apes_theorem4,
     erlingsson19,
     fmt22_closed_form,
+    girgis_rdp,
     girgis_rdp_lower,
     girgis_rdp_simplified,
     gspa_mu,
@@ -41,6 +42,7 @@ __all__ = [
     "sapes_proposition1",
     "gspa_mu",
     "gspa_mu_composed",
+    "girgis_rdp",
     "girgis_rdp_simplified",
     "girgis_rdp_lower",
 ]
