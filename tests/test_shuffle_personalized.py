@@ -53,12 +53,14 @@ def oracle_delta(q, pmf_c, eps):
 
 
 @pytest.mark.parametrize("n, kind", [(40, "uniform"), (700, "uniform"), (2000, "uniform"), (2000, "small"),
-                                     (1500, "few"), (1000, "edges")])
+                                     (1500, "few"), (1000, "edges"), (30, "certain")])
 def test_pmf_matches_dp_recursion(n, kind):
     rng = np.random.default_rng(n)
     p = {"uniform": rng.uniform(size=n), "small": 0.01 * rng.uniform(size=n),
          "few": rng.choice([0.05, 0.5, 0.93], size=n),
-         "edges": np.concatenate([rng.uniform(size=n - 20), np.zeros(10), np.ones(10)])}[kind]
+         "edges": np.concatenate([rng.uniform(size=n - 20), np.zeros(10), np.ones(10)]),
+         # p = 1 users: counts below their number are impossible and must not get FFT noise
+         "certain": np.concatenate([rng.uniform(0.01, 1.0, size=n - 3), np.ones(3)])}[kind]
     w = poisson_binomial_logpmf(p)
     f = dp_pmf(p)
     k = w.lo + np.arange(w.logpmf.size)

@@ -39,11 +39,11 @@ from scipy.stats import binom
 
 from .._numerics import check_array
 from .. import fdp
+from .poisson_binomial import poisson_binomial_logpmf
 
 __all__ = [
     "LatticeLaw",
     "clone_probabilities",
-    "poisson_binomial_logpmf_dp",
     "lattice_logpmf",
     "gaussian_cell_masses",
     "lattice_gaussian_tv",
@@ -55,7 +55,6 @@ __all__ = [
 ]
 
 _EPS = float(np.finfo(np.float64).eps)
-_LOG_TRIM = 800.0  # log-pmf entries more than this below the maximum are dropped (mass < e^{-800}·n²)
 _WINDOW_TAIL = 1e-40  # per-coordinate Bernstein tail mass allowed outside the 2-D window
 _QUAD_ORDERS = (4, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 
@@ -115,41 +114,6 @@ def clone_probabilities(local_epsilons, local_deltas=None) -> np.ndarray:
     return 2.0 * (1.0 - dl) * expit(-eps)
 
 
-def poisson_binomial_logpmf_dp(p) -> tuple[int, np.ndarray]:
-    """log Pr[C = c] for C = Σ_i Bernoulli(p_i), by the exact log-space recursion.
-
-    f_{i}(c) = logaddexp(f_{i−1}(c) + log(1 − p_i), f_{i−1}(c − 1) + log p_i). After every step the
-    entries more than 800 nats below the current maximum are trimmed from both ends (the pmf is
-    log-concave, so the kept entries are contiguous); the dropped mass is < n²·e^{−800} ≈ 0 in float64.
-    Cost O(n·window) with window ≈ 80·sd(C) + 1. All-equal p uses the binomial log-pmf directly.
-    Rounding: every step is a logaddexp of exact-sign terms, relative error ≲ 4 eps per step.
-
-    Returns:
-        (offset, logpmf) with logpmf[k] = log Pr[C = offset + k].
-    """
-    p = _check_p(p)
-    m = p.size
-    if np.all(p == p[0]):
-        k = np.arange(m + 1, dtype=np.float64)
-        with np.errstate(divide="ignore"):
-            f = binom.logpmf(k, m, p[0])
-        keep = np.flatnonzero(f >= f.max() - _LOG_TRIM)
-        return int(keep[0]), f[keep[0] : keep[-1] + 1].copy()
-    with np.errstate(divide="ignore"):
-        log_p, log_q = np.log(p), np.log1p(-p)
-    f = np.zeros(1)
-    offset = 0
-    for lp, lq in zip(log_p, log_q):
-        g = np.empty(f.size + 1)
-        g[:-1] = f + lq
-        g[-1] = -np.inf
-        g[1:] = np.logaddexp(g[1:], f + lp)
-        keep = np.flatnonzero(g >= g.max() - _LOG_TRIM)
-        offset += int(keep[0])
-        f = g[keep[0] : keep[-1] + 1]
-    return offset, f
-
-
 class LatticeLaw(NamedTuple):
     """The law of (ξ₀, ξ₁) on a square window.
 
@@ -172,7 +136,7 @@ def lattice_logpmf(p, log_pmf_count=None) -> LatticeLaw:
     """Exact log-pmf of (ξ₀, ξ₁) = Σ_i MultiBern(p_i/2, p_i/2, 1 − p_i) (SPEC §3.3).
 
     Pr[ξ₀ = a, ξ₁ = b] = Pr[C = a + b]·Bin(a; a + b, ½), C ~ Poisson-binomial(p), with log Pr[C = c]
-    from :func:`poisson_binomial_logpmf_dp` (or ``log_pmf_count``) and the binomial log-pmf from
+    from :func:`jaxpriv.shuffle.poisson_binomial_logpmf` (or ``log_pmf_count``) and the binomial log-pmf from
     ``scipy.stats.binom.logpmf`` (accurate to a few ulp even at c = 10⁴, unlike a gammaln difference).
 
     Window: ξ₀ and ξ₁ each range over [mean − t, mean + t] ∩ [0, c_max] with t the Bernstein radius
@@ -192,7 +156,8 @@ def lattice_logpmf(p, log_pmf_count=None) -> LatticeLaw:
     m = p.size
     extra = 0.0
     if log_pmf_count is None:
-        c_off, log_c = poisson_binomial_logpmf_dp(p)
+        window = poisson_binomial_logpmf(p)
+        c_off, log_c, extra = window.lo, window.logpmf, window.dropped
     else:
         log_c = np.asarray(log_pmf_count, dtype=np.float64)
         if log_c.ndim != 1 or log_c.size == 0 or log_c.size > m + 1 or np.isnan(log_c).any() or (log_c > 1e-12).any():
@@ -212,8 +177,6 @@ def lattice_logpmf(p, log_pmf_count=None) -> LatticeLaw:
     outside = extra
     if lo > 0 or hi < c_max:
         outside += 2 * _WINDOW_TAIL
-    if c_off > 0 or c_max < m:
-        outside += (m + 1) ** 2 * math.exp(-_LOG_TRIM)  # trimmed C entries (0.0 in float64)
     size = hi - lo + 1
     x = np.arange(lo, hi + 1)
     a = x[:, None]

@@ -280,7 +280,10 @@ def poisson_binomial_logpmf(probs, *, counts=None) -> PoissonBinomialWindow:
     else:
         c = None
     gp, gm = _group(p, c)
-    if gp.size == 0:  # X = 0 surely
-        return PoissonBinomialWindow(np.zeros(1), 0, 0.0, np.zeros(1))
+    # p = 1 users are a deterministic shift: left in, the FFT would put rounding noise on impossible counts.
+    certain = int(gm[gp == 1.0].sum())
+    gp, gm = gp[gp < 1.0], gm[gp < 1.0]
+    if gp.size == 0:  # X = certain surely
+        return PoissonBinomialWindow(np.zeros(1), certain, 0.0, np.zeros(1))
     logpmf, lo, _, dropped, rel = _windows(gp, gm, np.zeros(1))
-    return PoissonBinomialWindow(logpmf[0], lo, float(dropped[0]), rel[0])
+    return PoissonBinomialWindow(logpmf[0], lo + certain, float(dropped[0]), rel[0])
