@@ -235,6 +235,9 @@ def test_shuffle_json_reproduces_unis_and_writes_figures(capsys, tmp_path):
     # ...and its "APES" 0.057 is the same exact sum with the echo probabilities as clone probabilities
     assert rows["personalized, APES/EoN model, exact numeric"]["epsilon"] == pytest.approx(0.057, abs=5e-4)
     assert rows["Erlingsson et al. 2019"]["epsilon"] is None  # outside its validity (ε₀ ≤ ½): inf → null
+    # the Girgis RDP bound holds for every ε₀-LDP randomizer, so it cannot beat the exact strong clones
+    girgis = rows["Girgis et al. RDP (Theorem 1)"]["epsilon"]
+    assert girgis >= rows["strong clones, exact numeric, ε₀ = max"]["epsilon"]
     assert (out / "epsilon_vs_n.png").stat().st_size > 0 and (out / "budgets.png").stat().st_size > 0
 
 

@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 
-from .. import fdp
+from .. import fdp, rdp
 from . import bounds, clones, personalized
 
 __all__ = ["shuffle_summary", "epsilon_versus_n", "plot_epsilon_versus_n", "plot_budgets"]
@@ -51,6 +51,10 @@ def shuffle_summary(local_epsilons, delta: float) -> list[dict]:
         "bound", "worst-case target; strong-clone class (SPEC §3.1)")
     add("personalized, APES/EoN model, exact numeric", personalized.personalized_epsilon(eps, delta, model="apes"),
         "bound", "echo probabilities as clone probabilities (the APES paper's numeric value)")
+    orders = np.arange(2, 257)
+    girgis, order = rdp.to_epsilon(bounds.girgis_rdp(top, n, orders), orders, delta)
+    add("Girgis et al. RDP (Theorem 1)", girgis, "bound",
+        f"ε₀ = max, best order {int(order)}; an RDP curve, so it composes over rounds")
     mu = float(bounds.gspa_mu(eps))
     add("GSPA μ-GDP", fdp.gdp_epsilon(mu, delta), "approximation", f"μ = {mu:.6g}; the paper's GDP approximation")
     return rows
