@@ -1,0 +1,7 @@
+"""Noise mechanisms as shared primitives (SPEC §4): each module samples, evaluates its log-density and
+moments, states its privacy curve and calibrates its scale. The trainer, the federated simulator and
+the accountant all use these, never a second copy."""
+
+from . import clip_laplace
+
+__all__ = ["clip_laplace"]
