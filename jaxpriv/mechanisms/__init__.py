@@ -2,6 +2,6 @@
 moments, states its privacy curve and calibrates its scale. The trainer, the federated simulator and
 the accountant all use these, never a second copy."""
 
-from . import clip_laplace
+from . import clip_laplace, gaussian, laplace, randomized_response
 
-__all__ = ["clip_laplace"]
+__all__ = ["clip_laplace", "gaussian", "laplace", "randomized_response"]

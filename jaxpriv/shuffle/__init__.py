@@ -7,6 +7,7 @@ Theorem 4 (O(n log n)), S-APES Proposition 1, GSPA μ, the simplified Girgis RDP
 APES/EoN clone models) on the exact sum, with C a Poisson-binomial (:mod:`.poisson_binomial`).
 :mod:`jaxpriv.shuffle.multinomial` — the 2-D lattice law, its TV distance to the matched Gaussian and the
 E-APES trade-off / (ε, δ) curve (SPEC §3.3).
+:mod:`jaxpriv.shuffle.estimators` — GSPA's personalized mean and frequency estimators (Alg. 1-2).
 :mod:`jaxpriv.shuffle.budgets` — budget distributions (uniform, clipped Gaussian, levels, CSV).
 """
 
@@ -23,6 +24,7 @@ from .bounds import (
     sapes_proposition1,
 )
 from .clones import clones_delta, clones_epsilon
+from .estimators import Estimate, frequency_estimation, mean_estimation
 from .multinomial import eapes_epsilon, gspa_eq14, lattice_gaussian_tv
 from .personalized import personalized_epsilon
 from .poisson_binomial import poisson_binomial_logpmf
@@ -45,4 +47,7 @@ __all__ = [
     "girgis_rdp",
     "girgis_rdp_simplified",
     "girgis_rdp_lower",
+    "mean_estimation",
+    "frequency_estimation",
+    "Estimate",
 ]
