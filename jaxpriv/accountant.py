@@ -1,10 +1,12 @@
 """A small ledger of mechanism events answering ε or δ, and the DP-SGD sweep kernel (SPEC §1).
 
 Events are data (in the style of dp_accounting's DpEvents): :class:`Gaussian`, :class:`Laplace`,
-:class:`PoissonSampled`, :class:`SelfComposed`, :class:`Composed`. An :class:`Accountant` interprets
-them as RDP curves on its orders, adds them up (SPEC §1.7) and converts (SPEC §1.8). dp_accounting's own
-DpEvents are accepted when that package is installed (Gaussian, Laplace, PoissonSampled of a Gaussian,
-SelfComposed, Composed, NoOp).
+:class:`Staircase`, :class:`PoissonSampled`, :class:`SelfComposed`, :class:`Composed`. An
+:class:`Accountant` interprets them as RDP curves on its orders, adds them up (SPEC §1.7) and converts
+(SPEC §1.8). A Poisson-sampled Gaussian uses its exact curve (SPEC §1.3); any other Poisson-sampled event
+uses the Zhu-Wang upper bound of :func:`jaxpriv.rdp.subsampled` (SPEC §1.4) on the inner event's curve.
+dp_accounting's own DpEvents are accepted when that package is installed (Gaussian, Laplace,
+PoissonSampled, SelfComposed, Composed, NoOp).
 
 :func:`dpsgd_epsilon` is the vectorised shortcut for the most common question — the ε of T steps of
 DP-SGD — evaluated for any number of (q, σ, T, δ) settings at once, chunked and sharded over devices.
@@ -19,12 +21,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import rdp
+from .mechanisms import staircase
 from ._batching import map_chunked
 from ._numerics import as_output, check_array, check_broadcastable, check_orders, float64, is_concrete
 
 __all__ = [
     "Gaussian",
     "Laplace",
+    "Staircase",
     "PoissonSampled",
     "SelfComposed",
     "Composed",
@@ -45,6 +49,14 @@ class Laplace:
     """Laplace mechanism with scale b (noise scale / L1 sensitivity; pure ε = 1/b)."""
 
     scale: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Staircase:
+    """Staircase mechanism with privacy ε and shape γ (None: the optimal γ* = 1/(1+e^{ε/2})), SPEC §4.2."""
+
+    epsilon: float
+    gamma: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +82,7 @@ class Composed:
     events: tuple
 
 
-Event = Union[Gaussian, Laplace, PoissonSampled, SelfComposed, Composed]
+Event = Union[Gaussian, Laplace, Staircase, PoissonSampled, SelfComposed, Composed]
 
 
 def _from_dp_accounting(event):
@@ -88,11 +100,11 @@ def _from_dp_accounting(event):
         return Composed(tuple(_from_dp_accounting(e) for e in event.events))
     if name == "NoOpDpEvent":
         return Composed(())
-    if isinstance(event, (Gaussian, Laplace, PoissonSampled, SelfComposed, Composed)):
+    if isinstance(event, (Gaussian, Laplace, Staircase, PoissonSampled, SelfComposed, Composed)):
         return event
     raise ValueError(
         f"event must be a jaxpriv.accountant event or a supported dp_accounting DpEvent "
-        f"(Gaussian, Laplace, PoissonSampled, SelfComposed, Composed, NoOp); got {name}"
+        f"(Gaussian, Laplace, Staircase, PoissonSampled, SelfComposed, Composed, NoOp); got {name}"
     )
 
 
@@ -102,13 +114,13 @@ def _curve(event, orders: np.ndarray):
         return np.asarray(rdp.gaussian(event.noise_multiplier, orders))
     if isinstance(event, Laplace):
         return np.asarray(rdp.laplace(event.scale, orders))
+    if isinstance(event, Staircase):
+        return np.asarray(staircase.rdp(event.epsilon, event.gamma, orders))
     if isinstance(event, PoissonSampled):
-        if not isinstance(event.event, Gaussian):
-            raise ValueError(
-                "PoissonSampled is supported for a Gaussian event (exact RDP); "
-                f"got PoissonSampled({type(event.event).__name__})"
-            )
-        return np.asarray(rdp.subsampled_gaussian(event.rate, event.event.noise_multiplier, orders))
+        inner = _from_dp_accounting(event.event)
+        if isinstance(inner, Gaussian):  # exact curve
+            return np.asarray(rdp.subsampled_gaussian(event.rate, inner.noise_multiplier, orders))
+        return np.asarray(rdp.subsampled(event.rate, lambda a: _curve(inner, a), orders))
     if isinstance(event, SelfComposed):
         check_array("count", event.count, 0.0, np.inf, integer=True)
         return event.count * _curve(event.event, orders)

@@ -12,7 +12,8 @@ import pytest
 
 import jaxpriv
 from jaxpriv import rdp
-from jaxpriv.accountant import Accountant, Composed, Gaussian, Laplace, PoissonSampled, SelfComposed
+from jaxpriv.accountant import Accountant, Composed, Gaussian, Laplace, PoissonSampled, SelfComposed, Staircase
+from jaxpriv.mechanisms import staircase
 
 dp_accounting = pytest.importorskip("dp_accounting")
 
@@ -57,7 +58,11 @@ def test_composed_and_self_composed_add_curves():
     "event,count,match",
     [
         ("not an event", 1, "event"),
-        (PoissonSampled(0.1, Laplace(1.0)), 1, "PoissonSampled"),
+        (PoissonSampled(0.1, "not an event"), 1, "event"),
+        (PoissonSampled(0.1, Laplace(-1.0)), 1, "b"),
+        (PoissonSampled(-0.1, Laplace(1.0)), 1, "q"),
+        (Staircase(0.0), 1, "epsilon"),
+        (Staircase(1.0, 1.5), 1, "gamma"),
         (Gaussian(1.0), -1, "count"),
         (Gaussian(1.0), 1.5, "count"),
         (Gaussian(-1.0), 1, "sigma"),
@@ -68,6 +73,35 @@ def test_composed_and_self_composed_add_curves():
 def test_bad_events_raise(event, count, match):
     with pytest.raises(ValueError, match=match):
         Accountant().compose(event, count)
+
+
+def test_poisson_sampled_laplace_and_staircase_use_the_general_bound():
+    orders = np.array([1.5, 2.0, 3.0, 8.5, 32.0])
+    acc = Accountant(orders).compose(PoissonSampled(0.05, Laplace(2.0)), count=100)
+    want = 100 * np.asarray(rdp.subsampled(0.05, lambda a: rdp.laplace(2.0, a), orders))
+    np.testing.assert_allclose(acc.rdp, want, rtol=1e-14)
+    acc = Accountant(orders).compose(PoissonSampled(0.05, Staircase(0.5)), count=100)
+    want = 100 * np.asarray(rdp.subsampled(0.05, lambda a: staircase.rdp(0.5, None, a), orders))
+    np.testing.assert_allclose(acc.rdp, want, rtol=1e-14)
+    # subsampling a composite event bounds the composite's curve; a Gaussian alone stays exact
+    inner = Composed((Laplace(2.0), SelfComposed(Staircase(0.3, 0.2), 2)))
+    acc = Accountant(orders).compose(PoissonSampled(0.1, inner))
+    base = lambda a: rdp.laplace(2.0, a) + 2 * staircase.rdp(0.3, 0.2, a)
+    np.testing.assert_allclose(acc.rdp, rdp.subsampled(0.1, base, orders), rtol=1e-14)
+    exact = Accountant(orders).compose(PoissonSampled(0.1, Gaussian(1.0)))
+    np.testing.assert_array_equal(exact.rdp, rdp.subsampled_gaussian(0.1, 1.0, orders))
+
+
+def test_staircase_event_and_dp_accounting_poisson_laplace():
+    orders = np.array([2.0, 4.0, 16.0])
+    acc = Accountant(orders).compose(Staircase(1.0), count=3)
+    np.testing.assert_allclose(acc.rdp, 3 * np.asarray(staircase.rdp(1.0, None, orders)), rtol=1e-15)
+    event = dp_accounting.PoissonSampledDpEvent(0.05, dp_accounting.LaplaceDpEvent(2.0))
+    ours = Accountant(orders).compose(event, count=10)
+    mine = Accountant(orders).compose(PoissonSampled(0.05, Laplace(2.0)), count=10)
+    np.testing.assert_array_equal(ours.rdp, mine.rdp)
+    # dp_accounting's RDP accountant does not support Poisson-sampled Laplace at all
+    assert not dp_accounting.rdp.RdpAccountant(list(orders)).supports(event)
 
 
 def test_accountant_bad_orders_and_delta():
