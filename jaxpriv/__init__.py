@@ -10,8 +10,8 @@ Example:
   5.632
 """
 
-from . import accountant, calibrate, fdp, rdp, shuffle
+from . import accountant, budgets, calibrate, fdp, mechanisms, rdp, shuffle
 from .accountant import Accountant, dpsgd_epsilon
 
 __version__ = "0.1.0"
-__all__ = ["rdp", "fdp", "calibrate", "accountant", "shuffle", "Accountant", "dpsgd_epsilon", "__version__"]
+__all__ = ["rdp", "fdp", "calibrate", "accountant", "shuffle", "mechanisms", "budgets", "Accountant", "dpsgd_epsilon", "__version__"]

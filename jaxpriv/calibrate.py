@@ -324,10 +324,14 @@ def sampling_rate(target_epsilon, sigma, steps, delta, *, rounds=None, client_ra
             targets = np.asarray(arrays[0]).reshape(-1)
             distinct, inverse = np.unique(targets, return_inverse=True)
             params = [float(np.asarray(a).reshape(-1)[0]) for a in arrays[1:]]
+            q = None
             if distinct.size > max_exact:
                 q = _rate_table(distinct, params, key, two_stage, table_rtol, chunk_size, progress)
-                if q is not None:
-                    return as_output(jnp.asarray(q[inverse].reshape(shape)))
+            if q is None:  # equal budgets share one solve
+                shared = [jnp.full(distinct.shape, p) for p in params]
+                q = np.asarray(_run(lambda *xs: _rate_jit(*xs, key, two_stage), distinct.shape,
+                                    [jnp.asarray(distinct), *shared], chunk_size, progress, "calibrating q"))
+            return as_output(jnp.asarray(q[inverse].reshape(shape)))
         return _run(lambda *xs: _rate_jit(*xs, key, two_stage), shape, arrays, chunk_size, progress,
                     "calibrating q")
 

@@ -7,6 +7,8 @@ specification always gives the same population (and the same bounds):
 * ``uniform:LO,HI`` — uniform on [LO, HI] (APES "Uniform1/2");
 * ``gauss:MEAN,SD[,clip=LO,HI]`` — normal, clipped to [LO, HI] (APES "Gauss1/2");
 * ``levels:E1@W1,E2@W2,...`` — budget E_k for a fraction W_k of the users (rPDP "ThreeLevels");
+* ``scenario:NAME[,seed=S]`` — n random draws from a named scenario of the seeds (:mod:`jaxpriv.budgets`,
+  e.g. ``scenario:BoundedPareto,seed=3``; seed 0 by default), sorted;
 * a path to a CSV file with one budget per line (or per row, first column); n is then the file's length.
 """
 
@@ -18,6 +20,7 @@ from statistics import NormalDist
 import numpy as np
 
 from .._numerics import check_array
+from ..budgets import scenario
 
 __all__ = ["budgets"]
 
@@ -37,7 +40,8 @@ def budgets(spec: str, n: int | None = None) -> np.ndarray:
     """n local privacy budgets ε_i from a distribution specification (see the module docstring).
 
     Args:
-      spec: ``uniform:LO,HI``, ``gauss:MEAN,SD[,clip=LO,HI]``, ``levels:E@W,...`` or a CSV path.
+      spec: ``uniform:LO,HI``, ``gauss:MEAN,SD[,clip=LO,HI]``, ``levels:E@W,...``,
+        ``scenario:NAME[,seed=S]`` or a CSV path.
       n: number of users ≥ 2 (ignored for a CSV file, whose length is n).
 
     Returns:
@@ -84,8 +88,15 @@ def budgets(spec: str, n: int | None = None) -> np.ndarray:
         eps, weight = np.array(pairs).T
         cumulative = np.cumsum(weight) / weight.sum()
         values = eps[np.minimum(np.searchsorted(cumulative, u), eps.size - 1)]
+    elif kind == "scenario":
+        name, _, option = body.partition(",")
+        key, _, seed = option.partition("=")
+        if option and (key.strip() != "seed" or not seed.strip().isdigit()):
+            raise ValueError(f"scenario:NAME[,seed=S] needs seed to be an integer in [0, inf), got {spec!r}")
+        values = scenario(name.strip(), n, int(seed) if option else 0)
     else:
         raise ValueError(
-            f"budgets spec must be uniform:LO,HI, gauss:MEAN,SD[,clip=LO,HI], levels:E@W,... or a CSV path; got {spec!r}"
+            f"budgets spec must be uniform:LO,HI, gauss:MEAN,SD[,clip=LO,HI], levels:E@W,..., "
+            f"scenario:NAME[,seed=S] or a CSV path; got {spec!r}"
         )
     return np.asarray(check_array("budgets", np.sort(values), 0.0, np.inf, lo_open=True))
