@@ -5,6 +5,7 @@
     jaxpriv sweep --q 1e-3:0.1:25:log --sigma 0.6:3:40 --steps 10000 --delta 1e-5 --out sweep-out
     jaxpriv shuffle --budgets uniform:0.05,1 --n 10000 --delta 1e-8
     jaxpriv report --quick --out reproduce-out
+    jaxpriv train --dataset digits --epsilon 3 --delta 1e-5 --json train.json --plot curve.png
 
 Exit status: 0 on success; 2 on a bad argument, with a one-line message naming it and its valid range.
 Invalid values are caught by the library (its ``ValueError`` names the parameter and its range) and by
@@ -201,6 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", default="reproduce-out", help="output directory (default: %(default)s)")
     p.add_argument("--quick", action="store_true", help="coarse grids (seconds instead of a minute)")
     p.set_defaults(handler=cmd_report)
+
+    _add_train_parser(subparsers)
     return parser
 
 
@@ -446,4 +449,136 @@ def cmd_shuffle(args) -> int:
         if not args.json:
             for path in paths:
                 _console().print(f"wrote {escape(path)}")
+    return 0
+
+
+# --------------------------------------------------------------------------------------------------
+# train
+# --------------------------------------------------------------------------------------------------
+
+
+def _add_train_parser(subparsers) -> None:
+    p = _subparser(
+        subparsers, "train",
+        "Train a classifier with DP-SGD on a bundled dataset, accounting ε after every epoch.",
+        "jaxpriv train --dataset digits --epsilon 3 --delta 1e-5 --json train.json --plot curve.png",
+    )
+    p.add_argument("--dataset", choices=("digits", "breast_cancer"), default="digits",
+                   help="bundled UCI dataset (default: %(default)s)")
+    p.add_argument("--epsilon", type=_number,
+                   help="target ε > 0: σ is calibrated to spend it over the run; with --budgets, a cap on every "
+                        "record's budget")
+    p.add_argument("--delta", type=_number, default=1e-5, help="δ in (0, 1) (default: %(default)g)")
+    p.add_argument("--budgets", metavar="SPEC",
+                   help="per-record budgets: uniform:LO,HI | gauss:MEAN,SD[,clip=LO,HI] | levels:E@W,... | a CSV "
+                        "file with one budget per training record (assigned to records in a seeded random order)")
+    p.add_argument("--personalization", choices=("sample", "scale"), default="sample",
+                   help="with --budgets: IDP-SGD 'sample' (per-record rates, shared σ) or 'scale' (per-record "
+                        "clip norms and noise multipliers, shared rate) (default: %(default)s)")
+    p.add_argument("--noise-multiplier", type=_number, metavar="SIGMA",
+                   help="fixed σ > 0: without --epsilon/--budgets ε is only reported; with them, rates are "
+                        "calibrated instead of σ")
+    p.add_argument("--epochs", type=_positive_int, default=20, help="epochs (default: %(default)s)")
+    p.add_argument("--batch-size", type=_number, default=128.0,
+                   help="expected batch size Σq (Poisson sampling) (default: %(default)g)")
+    p.add_argument("--clip", type=_number, default=1.0, help="per-example clip norm C > 0 (default: %(default)g)")
+    p.add_argument("--lr", type=_number, default=0.1, help="SGD learning rate (default: %(default)g)")
+    p.add_argument("--momentum", type=_number, default=0.9, help="SGD momentum in [0, 1) (default: %(default)g)")
+    p.add_argument("--model", choices=("mlp", "cnn"), default="mlp", help="classifier (default: %(default)s)")
+    p.add_argument("--hidden", type=_positive_int, default=64, help="MLP hidden width (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the model, sampler and noise (default: %(default)s)")
+    p.add_argument("--split-seed", type=int, default=0, help="seed of the train/test split (default: %(default)s)")
+    p.add_argument("--test-fraction", type=_number, default=0.2, help="held-out fraction (default: %(default)g)")
+    p.add_argument("--checkpoint", metavar="DIR", help="save after every epoch here and resume from it")
+    p.add_argument("--json", metavar="FILE", help="write the run's summary (test_accuracy, epsilon, history) as JSON")
+    p.add_argument("--plot", metavar="FILE", help="learning curve: test accuracy and ε per epoch")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(handler=cmd_train)
+
+
+def _record_budgets(spec: str, n: int, seed: int, cap: float | None) -> np.ndarray:
+    """One budget per training record from a budget specification (jaxpriv.shuffle.budgets), in a seeded
+    random order (the spec's values are sorted quantiles); capped at ``cap`` when given."""
+    from .shuffle.budgets import budgets as budget_values
+
+    values = budget_values(spec, n)
+    if values.size != n:
+        raise ValueError(f"budgets file {spec!r} has {values.size} budgets, the training set {n} records")
+    values = values[np.random.default_rng(seed).permutation(n)]
+    return values if cap is None else np.minimum(values, cap)
+
+
+def cmd_train(args) -> int:
+    import optax
+    from flax import nnx
+    from rich.markup import escape
+
+    from .train import data as datasets
+    from .train import dpsgd
+
+    if args.epsilon is None and args.budgets is None and args.noise_multiplier is None:
+        raise ValueError("train needs --epsilon (a target), --budgets (per-record targets) or --noise-multiplier")
+    if not 0 <= args.momentum < 1:
+        raise ValueError(f"momentum must lie in [0, 1), got {args.momentum!r}")
+    if not args.lr > 0:
+        raise ValueError(f"lr must be > 0, got {args.lr!r}")
+    d = datasets.load(args.dataset, test_fraction=args.test_fraction, seed=args.split_seed)
+    budgets = None
+    if args.budgets is not None:
+        budgets = _record_budgets(args.budgets, d.n_train, args.seed, args.epsilon)
+    config = dpsgd.DPSGDConfig(
+        epochs=args.epochs, batch_size=args.batch_size, clip_norm=args.clip, delta=args.delta,
+        epsilon=None if budgets is not None else args.epsilon, noise_multiplier=args.noise_multiplier,
+        budgets=budgets, personalization=args.personalization, seed=args.seed,
+    )
+    rngs = nnx.Rngs(args.seed)
+    features = int(np.prod(d.feature_shape))
+    if args.model == "cnn":
+        side = int(round(math.sqrt(features)))
+        if side * side != features:
+            raise ValueError(f"model 'cnn' needs square images; dataset {args.dataset} has {features} features")
+        model = dpsgd.CNN(side, 1, d.num_classes, rngs=rngs)
+    else:
+        model = dpsgd.MLP(features, (args.hidden,), d.num_classes, rngs=rngs)
+    optimizer = optax.sgd(args.lr, momentum=args.momentum or None)
+    result = dpsgd.train(model, optimizer, d, config, progress=not args.quiet, checkpoint_dir=args.checkpoint)
+
+    summary = {
+        "dataset": args.dataset, "model": args.model, **result.to_json(),
+        "config": config.to_json(),
+        "optimizer": {"name": "sgd", "lr": args.lr, "momentum": args.momentum},
+        "budgets_spec": args.budgets,
+    }
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(summary, f, indent=2)
+    if args.plot:
+        dpsgd.plot_learning_curve(result.history, args.plot,
+                                  f"DP-SGD on {args.dataset} ({args.model}), δ = {args.delta:g}")
+
+    console = _console()
+    console.print(_table(
+        f"DP-SGD on {args.dataset}: {result.plan.mode}, T = {result.steps:,} steps, δ = {args.delta:g}",
+        ["epoch", "steps", "test accuracy", "ε spent"],
+        [[str(r.epoch), f"{r.steps:,}", f"{r.test_accuracy:.4f}", _fmt(r.epsilon)] for r in result.history],
+        numeric=(0, 1, 2, 3),
+    ))
+    groups = summary["plan"]["groups"]
+    if len(groups) > 1 or budgets is not None:
+        title = "privacy groups (records with the same budget)"
+        if len(groups) > 12:  # continuous budgets: one group per record; show a spread, the JSON has all
+            title = f"12 of {len(groups):,} privacy groups (records with the same budget; --json lists all)"
+            groups = [groups[i] for i in np.linspace(0, len(groups) - 1, 12).round().astype(int)]
+        console.print(_table(
+            title,
+            ["budget ε", "records", "rate q", "noise σ", "clip C", "ε spent"],
+            [[_fmt(g["budget"]) if g["budget"] is not None else "-", f"{g['records']:,}", _fmt(g["rate"]),
+              _fmt(g["noise_multiplier"]), _fmt(g["clip_norm"]), _fmt(g["epsilon"])] for g in groups],
+            numeric=(0, 1, 2, 3, 4, 5),
+        ))
+    console.print(f"test accuracy {result.test_accuracy:.4f}, ε = {_fmt(result.epsilon)} at δ = {args.delta:g} "
+                  f"({result.stopped}; {result.seconds:.1f} s)")
+    for kind in ("json", "plot"):
+        if getattr(args, kind):
+            console.print(f"wrote {kind}: {escape(getattr(args, kind))}")
     return 0

@@ -1,0 +1,558 @@
+"""DP-SGD throughput: jaxpriv's DP step vs the non-private JAX step, jax_privacy and Opacus, in one process.
+
+    python bench/dpsgd_throughput.py [--quick] [--json OUT]
+
+Every contender trains the same MNIST-shaped CNN (the Opacus / TF-Privacy tutorial model: conv 8×8/2
+16 → max-pool 2/1 → conv 4×4/2 32 → max-pool 2/1 → dense 32 → dense 10, ReLU, 26,010 parameters; the
+JAX side max-pools by four shifted views, see ``max_pool_2x2``) on the
+same synthetic data (28×28×1 standard normal images, uniform labels over 10 classes), batch 256, one
+SGD step per iteration (learning rate 0.1). The DP variants clip each example's gradient to C = 1 and
+add Gaussian noise N(0, σ²C²), σ = 1, to the clipped sum, divided by the batch size:
+
+* **jaxpriv DP** — ``jaxpriv.train.clipping.split_clipped_grad_sum`` (``method="auto"``, and the
+  ``"ghost"`` and ``"vmap"`` paths separately) + ``jaxpriv.train.noise.gaussian_noise`` + ``optax.sgd``,
+  one ``jax.jit``-compiled step.
+* **JAX non-private** — ``jax.grad`` of the mean loss + ``optax.sgd``, same model, one jitted step.
+* **jax_privacy** (if importable) — ``jax_privacy.clipping.clipped_grad`` (vmap per-example gradients)
+  + ``jax_privacy.noise_addition.gaussian_privatizer`` + ``optax.sgd``, one jitted step.
+* **Opacus** (if importable) — ``PrivacyEngine.make_private`` (hooks, fixed batches) on the same model in
+  PyTorch (CPU), ``forward / backward / optimizer.step``; and the plain PyTorch step for reference.
+
+Timing: after a warm-up (compilation), each round times a block of steps of every contender in turn
+(interleaved, so a change in machine load hits all of them alike); the reported step time is the median
+over rounds. Goals (CPU): the DP step ≤ 2× the non-private JAX step, ≥ 3× Opacus's throughput and ≥
+jax_privacy's. Checks (exit status 1 if one fails): jaxpriv's clipped sum (noise off) equals the vmap
+path, a Python loop over examples, jax_privacy's and Opacus's on the same weights.
+
+The anchors are optional and live outside the main environment, e.g.
+
+    python -m venv --system-site-packages /work/anchors-venv
+    /work/anchors-venv/bin/pip install torch==2.13.0 opacus      # the CPU wheel
+    /work/anchors-venv/bin/pip install --no-deps jax-privacy     # keeps jax/flax/optax as they are
+    /work/anchors-venv/bin/python bench/dpsgd_throughput.py --quick --json out.json
+
+In the main environment a missing anchor is skipped with the reason printed. The torch images are made
+contiguous in NCHW (``torch_images``): with channels_last strides Opacus 1.6 returns wrong per-sample
+gradients for the second convolution.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+
+# Benchmark the checkout this script lives in, not whatever `jaxpriv` happens to be installed.
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if os.path.isfile(os.path.join(_ROOT, "jaxpriv", "__init__.py")):
+    sys.path.insert(0, _ROOT)
+import jaxpriv  # noqa: E402
+
+import _common as common  # noqa: E402  (bench/ is the script's directory)
+from _common import say  # noqa: E402
+
+import flax  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import optax  # noqa: E402
+from flax import nnx  # noqa: E402
+
+from jaxpriv.train.clipping import split_clipped_grad_sum  # noqa: E402
+
+# PyTorch warns on every Opacus backward that the first layer's input needs no gradient; Opacus warns about
+# its non-secure RNG. Neither concerns the timing.
+warnings.filterwarnings("ignore", message="Full backward hook is firing")
+warnings.filterwarnings("ignore", module="opacus")
+
+BATCH = 256
+CLIP = 1.0
+SIGMA = 1.0
+LR = 0.1
+CLASSES = 10
+IMAGE = (28, 28, 1)
+
+
+# --------------------------------------------------------------------------------------------------
+# the model, the data, the loss
+# --------------------------------------------------------------------------------------------------
+
+
+def max_pool_2x2(x):
+    """Max-pool with a 2×2 window and stride 1 (torch's MaxPool2d(2, 1)) as the maximum of four shifted
+    views. The same function as ``nnx.max_pool(x, (2, 2), strides=(1, 1))``, but its gradient is an
+    elementwise select: XLA's CPU select-and-scatter (the gradient of reduce_window max) takes ~18 ms
+    for the first pool at batch 256, more than half of the whole non-private step."""
+    return jnp.maximum(jnp.maximum(x[:, :-1, :-1], x[:, 1:, :-1]), jnp.maximum(x[:, :-1, 1:], x[:, 1:, 1:]))
+
+
+class CNN(nnx.Module):
+    """The Opacus / TF-Privacy MNIST tutorial CNN, channels last."""
+
+    def __init__(self, rngs):
+        self.conv1 = nnx.Conv(1, 16, (8, 8), strides=2, padding=3, rngs=rngs)
+        self.conv2 = nnx.Conv(16, 32, (4, 4), strides=2, padding="VALID", rngs=rngs)
+        self.fc1 = nnx.Linear(32 * 4 * 4, 32, rngs=rngs)
+        self.fc2 = nnx.Linear(32, CLASSES, rngs=rngs)
+
+    def __call__(self, x):
+        x = max_pool_2x2(nnx.relu(self.conv1(x)))
+        x = max_pool_2x2(nnx.relu(self.conv2(x)))
+        x = x.reshape(x.shape[0], -1)
+        return self.fc2(nnx.relu(self.fc1(x)))
+
+
+def per_example_loss(model, x, y, key=None):
+    logits = model(x)
+    return optax.softmax_cross_entropy_with_integer_labels(logits, y)
+
+
+def synthetic_batches(n_batches: int, seed: int):
+    """MNIST-shaped data shared by every contender (NHWC here; the torch side transposes to NCHW)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n_batches, BATCH) + IMAGE, dtype=np.float32)
+    y = rng.integers(0, CLASSES, size=(n_batches, BATCH)).astype(np.int32)
+    return x, y
+
+
+def gaussian_noise_transform(seed: int):
+    """jaxpriv's Gaussian noise transformation: N(0, (σC)²) on the clipped sum, divided by the batch size.
+
+    Returns (transformation, note): while ``jaxpriv.train.noise`` is not importable, a stand-in with the
+    same arithmetic (one normal draw per parameter, a key split per step) and a note saying so.
+    """
+    try:
+        from jaxpriv.train.noise import gaussian_noise
+    except ImportError as err:
+        note = f"jaxpriv.train.noise not importable ({err}): the jaxpriv DP step uses a stand-in Gaussian noise"
+
+        def init(params):
+            return jax.random.key(seed)
+
+        def update(updates, key, params=None):
+            key, sub = jax.random.split(key)
+            leaves, tree = jax.tree.flatten(updates)
+            keys = jax.random.split(sub, len(leaves))
+            noisy = [(g + SIGMA * CLIP * jax.random.normal(k, g.shape, g.dtype)) / BATCH for g, k in zip(leaves, keys)]
+            return jax.tree.unflatten(tree, noisy), key
+
+        return optax.GradientTransformation(init, update), note
+    return gaussian_noise(SIGMA * CLIP, seed=seed, normalize_by=float(BATCH)), None
+
+
+# --------------------------------------------------------------------------------------------------
+# the JAX contenders: (init_state, jitted step) pairs sharing the same initial parameters
+# --------------------------------------------------------------------------------------------------
+
+
+def jaxpriv_dp(graphdef, params, rest, method: str, seed: int):
+    tx = optax.chain(gaussian_noise_transform(seed)[0], optax.sgd(LR))
+
+    @jax.jit
+    def step(state, x, y):
+        params, opt_state = state
+        out = split_clipped_grad_sum(per_example_loss, graphdef, params, rest, x, y, clip_norm=CLIP, method=method)
+        updates, opt_state = tx.update(out.grads, opt_state, params)
+        return (optax.apply_updates(params, updates), opt_state), out.loss
+
+    return (params, tx.init(params)), step
+
+
+def jax_nonprivate(graphdef, params, rest):
+    tx = optax.sgd(LR)
+
+    @jax.jit
+    def step(state, x, y):
+        params, opt_state = state
+        loss_of = lambda p: jnp.mean(per_example_loss(nnx.merge(graphdef, p, rest), x, y))  # noqa: E731
+        loss, grads = jax.value_and_grad(loss_of)(params)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return (optax.apply_updates(params, updates), opt_state), loss
+
+    return (params, tx.init(params)), step
+
+
+def import_jax_privacy():
+    try:
+        import jax_privacy  # noqa: F401
+        from jax_privacy import clipping, noise_addition
+    except Exception as err:  # noqa: BLE001 — any import failure means "skip this anchor"
+        return None, f"{type(err).__name__}: {err}"
+    return (clipping, noise_addition), None
+
+
+def jax_privacy_clipped_sum(clipping, graphdef, rest):
+    """jax_privacy's clipped gradient sum of the same loss (per-example vmap inside)."""
+
+    def batch_loss(params, x, y):  # called by jax_privacy on a batch of one example
+        return jnp.sum(per_example_loss(nnx.merge(graphdef, params, rest), x, y))
+
+    return clipping.clipped_grad(batch_loss, l2_clip_norm=CLIP, batch_argnums=(1, 2), keep_batch_dim=True)
+
+
+def jax_privacy_dp(modules, graphdef, params, rest, seed: int):
+    clipping, noise_addition = modules
+    grad_fn = jax_privacy_clipped_sum(clipping, graphdef, rest)
+    privatizer = noise_addition.gaussian_privatizer(stddev=SIGMA * CLIP, prng_key=jax.random.key(seed))
+    tx = optax.chain(optax.scale(1.0 / BATCH), optax.sgd(LR))
+
+    @jax.jit
+    def step(state, x, y):
+        params, noise_state, opt_state = state
+        noisy, noise_state = privatizer.update(grad_fn(params, x, y), noise_state)
+        updates, opt_state = tx.update(noisy, opt_state, params)
+        return (optax.apply_updates(params, updates), noise_state, opt_state), jnp.zeros(())
+
+    return (params, privatizer.init(params), tx.init(params)), step
+
+
+# --------------------------------------------------------------------------------------------------
+# Opacus (PyTorch)
+# --------------------------------------------------------------------------------------------------
+
+
+def import_opacus():
+    try:
+        import torch
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import opacus
+    except Exception as err:  # noqa: BLE001
+        return None, f"{type(err).__name__}: {err}"
+    return (torch, opacus), None
+
+
+def torch_images(torch, x):
+    """NHWC numpy images as an NCHW tensor with standard (contiguous_format) strides.
+
+    Transposing (N, 28, 28, 1) gives strides that torch also reads as channels_last (the channel axis has
+    size 1), and Opacus 1.6's convolution grad sampler then returns wrong per-sample gradients for the
+    second convolution (up to ~90% off; found by the agreement check below). A clone in contiguous_format
+    avoids it; the JAX side is unaffected.
+    """
+    return torch.from_numpy(x.transpose(0, 3, 1, 2)).clone(memory_format=torch.contiguous_format)
+
+
+def torch_model(torch, params):
+    """The same CNN in PyTorch (NCHW), with the JAX model's weights."""
+    nn = torch.nn
+    model = nn.Sequential(
+        nn.Conv2d(1, 16, 8, 2, padding=3), nn.ReLU(), nn.MaxPool2d(2, 1),
+        nn.Conv2d(16, 32, 4, 2), nn.ReLU(), nn.MaxPool2d(2, 1),
+        nn.Flatten(), nn.Linear(32 * 4 * 4, 32), nn.ReLU(), nn.Linear(32, CLASSES),
+    )
+    p = {k: np.array(v) for k, v in _flat(params).items()}  # writable copies
+    # HWIO → OIHW; dense (in, out) → (out, in); fc1's input rows come in (h, w, c) order in NHWC and
+    # (c, h, w) order after torch's NCHW flatten.
+    fc1 = p["fc1/kernel"].reshape(4, 4, 32, 32).transpose(2, 0, 1, 3).reshape(512, 32)
+    weights = [
+        (model[0], p["conv1/kernel"].transpose(3, 2, 0, 1), p["conv1/bias"]),
+        (model[3], p["conv2/kernel"].transpose(3, 2, 0, 1), p["conv2/bias"]),
+        (model[7], fc1.T, p["fc1/bias"]),
+        (model[9], p["fc2/kernel"].T, p["fc2/bias"]),
+    ]
+    with torch.no_grad():
+        for layer, w, b in weights:
+            layer.weight.copy_(torch.from_numpy(np.ascontiguousarray(w)))
+            layer.bias.copy_(torch.from_numpy(np.ascontiguousarray(b)))
+    return model, weights
+
+
+def _flat(state) -> dict:
+    return {"/".join(map(str, path)): var.get_value() for path, var in nnx.to_flat_state(state)}
+
+
+def opacus_step_fn(torch, opacus, params, xs, ys, sigma: float, lr: float):
+    """A make_private model/optimizer pair (fixed batch of 256, no Poisson sampling) and its step."""
+    model, _ = torch_model(torch, params)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xs[0], ys[0]), batch_size=BATCH)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        engine = opacus.PrivacyEngine()
+        model, optimizer, _ = engine.make_private(module=model, optimizer=optimizer, data_loader=loader,
+                                                  noise_multiplier=sigma, max_grad_norm=CLIP, poisson_sampling=False)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step(x, y):
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    return model, optimizer, step
+
+
+def torch_nonprivate_step_fn(torch, params):
+    model, _ = torch_model(torch, params)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step(x, y):
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    return step
+
+
+# --------------------------------------------------------------------------------------------------
+# agreement checks (noise off, one batch)
+# --------------------------------------------------------------------------------------------------
+
+
+def rel_diff(a: dict, b: dict) -> float:
+    """max |a − b| / max |b| over all parameters."""
+    num = max(float(np.max(np.abs(np.asarray(a[k]) - np.asarray(b[k])))) for k in b)
+    den = max(float(np.max(np.abs(np.asarray(b[k])))) for k in b)
+    return num / den
+
+
+def loop_reference(graphdef, params, rest, x, y) -> dict:
+    """Σ_i g_i min(1, C/‖g_i‖) by a Python loop over examples (float64 accumulation)."""
+    grad_one = jax.jit(jax.grad(lambda p, xi, yi: per_example_loss(nnx.merge(graphdef, p, rest), xi, yi)[0]))
+    total = None
+    for i in range(x.shape[0]):
+        g = {k: np.asarray(v, np.float64) for k, v in _flat(grad_one(params, x[i:i + 1], y[i:i + 1])).items()}
+        norm = np.sqrt(sum(np.sum(v * v) for v in g.values()))
+        scaled = {k: v * min(1.0, CLIP / norm) for k, v in g.items()}
+        total = scaled if total is None else {k: total[k] + scaled[k] for k in total}
+    return total
+
+
+def agreement(graphdef, params, rest, x, y, jp_mods, op_mods) -> dict:
+    sums = {}
+    for method in ("auto", "ghost", "vmap"):
+        fn = jax.jit(lambda p, x, y, m=method: split_clipped_grad_sum(per_example_loss, graphdef, p, rest, x, y,
+                                                                    clip_norm=CLIP, method=m).grads)
+        sums[method] = _flat(fn(params, x, y))
+    out = {"ghost_vs_vmap": rel_diff(sums["ghost"], sums["vmap"]), "auto_vs_vmap": rel_diff(sums["auto"], sums["vmap"])}
+    n_loop = 32
+    loop = loop_reference(graphdef, params, rest, x[:n_loop], y[:n_loop])
+    head = jax.jit(lambda p, x, y: split_clipped_grad_sum(per_example_loss, graphdef, p, rest, x, y, clip_norm=CLIP).grads)
+    out[f"auto_vs_python_loop_{n_loop}_examples"] = rel_diff(_flat(head(params, x[:n_loop], y[:n_loop])), loop)
+    if jp_mods is not None:
+        jp_sum = jax.jit(jax_privacy_clipped_sum(jp_mods[0], graphdef, rest))(params, x, y)
+        out["auto_vs_jax_privacy"] = rel_diff(sums["auto"], _flat(jp_sum))
+    if op_mods is not None:
+        torch, opacus = op_mods
+        xs, ys = torch_images(torch, x), torch.from_numpy(y.astype(np.int64))
+        model, optimizer, step = opacus_step_fn(torch, opacus, params, [xs], [ys], sigma=0.0, lr=0.0)
+        step(xs, ys)  # noise 0, learning rate 0: p.grad is Opacus's clipped sum / batch size
+        layers = [model._module[i] for i in (0, 3, 7, 9)]
+        got = [(layer.weight.grad.numpy() * BATCH, layer.bias.grad.numpy() * BATCH) for layer in layers]
+        _, weights = torch_model(torch, _unflat_like(params, sums["auto"]))  # our sum in torch's layout
+        want = [(w, b) for _, w, b in weights]
+        num = max(float(np.max(np.abs(g - w))) for pair_g, pair_w in zip(got, want) for g, w in zip(pair_g, pair_w))
+        den = max(float(np.max(np.abs(w))) for pair in want for w in pair)
+        out["auto_vs_opacus"] = num / den
+    return out
+
+
+def _unflat_like(params, flat: dict):
+    return nnx.from_flat_state([(path, var.replace(jnp.asarray(flat["/".join(map(str, path))])))
+                                for path, var in nnx.to_flat_state(params)])
+
+
+# --------------------------------------------------------------------------------------------------
+# timing
+# --------------------------------------------------------------------------------------------------
+
+
+class JaxContender:
+    def __init__(self, name, state, step, xs, ys):
+        self.name, self.state, self.step = name, state, step
+        self.xs, self.ys = [jnp.asarray(v) for v in xs], [jnp.asarray(v) for v in ys]
+        self.i = 0
+
+    def run(self, n: int):
+        for _ in range(n):
+            self.state, loss = self.step(self.state, self.xs[self.i % len(self.xs)], self.ys[self.i % len(self.ys)])
+            self.i += 1
+        jax.block_until_ready((self.state, loss))
+
+
+class TorchContender:
+    def __init__(self, name, step, xs, ys):
+        self.name, self.step, self.xs, self.ys = name, step, xs, ys
+        self.i = 0
+
+    def run(self, n: int):
+        for _ in range(n):
+            self.step(self.xs[self.i % len(self.xs)], self.ys[self.i % len(self.ys)])
+            self.i += 1
+
+
+def time_contenders(contenders, rounds: int, steps: int, warmup: int) -> dict:
+    results = {}
+    for c in contenders:
+        start = time.perf_counter()
+        c.run(warmup)
+        results[c.name] = {"warmup_s": time.perf_counter() - start, "warmup_steps": warmup, "step_s": []}
+    for _ in range(rounds):
+        for c in contenders:  # interleaved: load changes hit every contender alike
+            start = time.perf_counter()
+            c.run(steps)
+            results[c.name]["step_s"].append((time.perf_counter() - start) / steps)
+    for r in results.values():
+        r["median_step_s"] = float(np.median(r["step_s"]))
+        r["steps_per_s"] = 1.0 / r["median_step_s"]
+        r["examples_per_s"] = BATCH * r["steps_per_s"]
+    return results
+
+
+# --------------------------------------------------------------------------------------------------
+# report
+# --------------------------------------------------------------------------------------------------
+
+
+def table(header, rows) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    return "\n".join(lines + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows])
+
+
+def versions(jp_mods, op_mods) -> dict:
+    v = {"jax": jax.__version__, "jaxlib": importlib.metadata.version("jaxlib"), "flax": flax.__version__,
+         "optax": optax.__version__, "numpy": np.__version__, "jaxpriv": jaxpriv.__version__}
+    if jp_mods is not None:
+        v["jax_privacy"] = importlib.metadata.version("jax-privacy")
+    if op_mods is not None:
+        v["torch"] = op_mods[0].__version__
+        v["opacus"] = op_mods[1].__version__
+    return v
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer timed rounds (~1–2 min on 2 CPU cores)")
+    parser.add_argument("--json", metavar="OUT", help="write all results to this JSON file")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rounds", type=int, help="timed rounds per contender (default 7, 3 with --quick)")
+    parser.add_argument("--steps", type=int, help="steps per timed round (default 10, 4 with --quick)")
+    args = parser.parse_args(argv)
+    mode = "quick" if args.quick else "full"
+    rounds = args.rounds or (3 if args.quick else 7)
+    steps = args.steps or (4 if args.quick else 10)
+    t_start = time.perf_counter()
+
+    jp_mods, jp_why = import_jax_privacy()
+    op_mods, op_why = import_opacus()
+    info = common.machine_info(versions(jp_mods, op_mods), os.path.dirname(os.path.abspath(jaxpriv.__file__)))
+    if op_mods is not None:
+        info["torch_threads"] = op_mods[0].get_num_threads()
+    common.print_header(info, mode, "DP-SGD throughput: jaxpriv vs non-private JAX, jax_privacy and Opacus",
+                        "Step times are wall-clock medians over interleaved rounds (jax results blocked on); "
+                        "compare ratios from the same run, not absolute times across runs.")
+    say(f"Model: MNIST-shaped CNN (conv 8×8/2 16, max-pool 2/1, conv 4×4/2 32, max-pool 2/1, dense 32, dense 10), "
+        f"batch {BATCH}, clip C = {CLIP:g}, noise σ = {SIGMA:g}, SGD lr {LR:g}; {rounds} rounds × {steps} steps.")
+    say()
+    skipped = {}
+    if jp_mods is None:
+        skipped["jax_privacy"] = jp_why
+    if op_mods is None:
+        skipped["opacus"] = op_why
+    for name, why in skipped.items():
+        say(f"- {name} skipped (not importable here: {why}).")
+    noise_note = gaussian_noise_transform(0)[1]
+    if noise_note:
+        say(f"- {noise_note}.")
+    if skipped or noise_note:
+        say()
+
+    model = CNN(nnx.Rngs(args.seed))
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    n_params = sum(int(np.size(v)) for v in jax.tree.leaves(params))
+    xs, ys = synthetic_batches(4, args.seed)
+
+    results = {"machine": info, "mode": mode, "seed": args.seed, "rounds": rounds, "steps_per_round": steps,
+               "batch": BATCH, "clip_norm": CLIP, "noise_multiplier": SIGMA, "parameters": n_params,
+               "skipped": skipped, "noise_note": noise_note}
+
+    say("## 1. Agreement of the clipped sums (noise off, one batch of 256)")
+    say()
+    agree = agreement(graphdef, params, rest, xs[0], ys[0], jp_mods, op_mods)
+    results["agreement_max_rel_diff"] = agree
+    say(table(["comparison", "max |Δ| / max |reference|"], [[k, f"{v:.2e}"] for k, v in agree.items()]))
+    say()
+
+    contenders = []
+    for method in ("auto", "ghost", "vmap"):
+        state, step = jaxpriv_dp(graphdef, params, rest, method, args.seed)
+        contenders.append(JaxContender(f"jaxpriv DP ({method})", state, step, xs, ys))
+    state, step = jax_nonprivate(graphdef, params, rest)
+    contenders.append(JaxContender("JAX non-private", state, step, xs, ys))
+    if jp_mods is not None:
+        state, step = jax_privacy_dp(jp_mods, graphdef, params, rest, args.seed)
+        contenders.append(JaxContender("jax_privacy clipped_grad", state, step, xs, ys))
+    if op_mods is not None:
+        torch = op_mods[0]
+        txs = [torch_images(torch, x) for x in xs]
+        tys = [torch.from_numpy(y.astype(np.int64)) for y in ys]
+        _, _, step = opacus_step_fn(torch, op_mods[1], params, txs, tys, SIGMA, LR)
+        contenders.append(TorchContender("Opacus", step, txs, tys))
+        contenders.append(TorchContender("PyTorch non-private", torch_nonprivate_step_fn(torch, params), txs, tys))
+
+    say("## 2. Step throughput")
+    say()
+    timing = time_contenders(contenders, rounds, steps, warmup=2)
+    results["timing"] = timing
+    ref = timing.get("jaxpriv DP (auto)")
+    rows = []
+    for name, r in timing.items():
+        ratio = f"{r['steps_per_s'] / ref['steps_per_s']:.2f}" if ref else "–"
+        rows.append([name, f"{r['warmup_s']:.2f}", f"{1e3 * r['median_step_s']:.1f}",
+                     f"{1e3 * min(r['step_s']):.1f}", f"{r['steps_per_s']:.2f}", f"{r['examples_per_s']:,.0f}", ratio])
+    say(table(["contender", "warm-up incl. compile (s)", "median step (ms)", "min step (ms)", "steps/s",
+               "examples/s", "throughput / jaxpriv DP"], rows))
+    say()
+
+    def sps(name):
+        return timing[name]["steps_per_s"] if name in timing else None
+
+    dp, nonpriv, jp, op = sps("jaxpriv DP (auto)"), sps("JAX non-private"), sps("jax_privacy clipped_grad"), sps("Opacus")
+    results.update({"dp_steps_per_s": dp, "nonprivate_steps_per_s": nonpriv})
+    if op is not None:
+        results["opacus_steps_per_s"] = op
+    if jp is not None:
+        results["jax_privacy_steps_per_s"] = jp
+    goals = {}
+    if dp is not None:
+        goals["dp_step_time_over_nonprivate (goal ≤ 2)"] = nonpriv / dp
+        if op is not None:
+            goals["dp_throughput_over_opacus (goal ≥ 3)"] = dp / op
+        if jp is not None:
+            goals["dp_throughput_over_jax_privacy (goal ≥ 1)"] = dp / jp
+    met = {k: (v <= 2.0 if "≤" in k else v >= (3.0 if "≥ 3" in k else 1.0)) for k, v in goals.items()}
+    results["ratios"] = goals
+    results["goals_met"] = met
+    checks = {f"{k} ≤ 1e-4": v <= 1e-4 for k, v in agree.items()}
+    results["checks"] = checks
+
+    say("## Summary")
+    say()
+    say(table(["ratio", "value", "goal met"], [[k, f"{v:.2f}", "yes" if met[k] else "**no**"] for k, v in goals.items()]))
+    say()
+    say(table(["check", "passed"], [[k, "yes" if v else "**no**"] for k, v in checks.items()]))
+    results["total_s"] = time.perf_counter() - t_start
+    try:
+        results["machine"]["load_average_at_end"] = os.getloadavg()
+    except OSError:
+        pass
+    say(f"\nTotal benchmark time: {results['total_s']:.0f} s.")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1, default=float)
+        say(f"Results written to {args.json}.")
+    return 0 if all(checks.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,743 @@
+"""Per-example gradient clipping for Flax NNX models: the clipped *sum* of DP-SGD and its sensitivity.
+
+DP-SGD (SPEC §6; Abadi et al. 2016, Alg. 1) clips every example's gradient g_i to L2 norm C and sums,
+Σ_i g_i · min(1, C/‖g_i‖), so that adding or removing one example moves the sum by at most C (the
+sensitivity the noise is calibrated to). Per-layer clipping (McMahan et al. 2018, §3) clips each layer's
+slice g_{l,i} to C_l instead, for a total sensitivity √(Σ_l C_l²).
+
+Two ways to get the per-example norms, numerically equal (tested to 1e-5 in float32, 1e-10 in float64):
+
+* ``"vmap"`` — per-example gradients of any model: ``jax.vmap(jax.grad(...))`` over batches of one
+  example (``nnx.split``/``nnx.merge`` give the functional form), then clip and sum. Memory B·|θ|.
+* ``"ghost"`` — ghost / book-keeping clipping (Goodfellow 2015; Li et al. 2022, §4; Bu et al. 2023,
+  "book-keeping") for ``nnx.Linear``, ``nnx.Conv`` and ``nnx.Embed``. One batched backward pass returns
+  every layer's input a_i and output gradient g_i = ∂ℓ_i/∂z_i (by adding a zero *probe* to the layer's
+  output and differentiating with respect to it). A layer's weight gradient for example i is
+  Σ_t a_{i,t} g_{i,t}ᵀ, so its squared norm is ‖a_i‖²‖g_i‖² for one position, and
+  Σ_{t,s} (a_t·a_s)(g_t·g_s) (the Gram-matrix trick) or the materialised ‖a_iᵀ g_i‖² for T positions
+  (sequence positions, or convolution patches), whichever is cheaper for the shapes (T(d+p) vs dp).
+  The clipped sum is then one weight-gradient product per layer with the clipping factors folded into
+  the output gradients, Σ_i c_i a_iᵀ g_i (book-keeping: no second backward pass). Parameters of other
+  layers (LayerNorm, user-defined) get per-example gradients by vmap in the same pass.
+
+Privacy-relevant details: masked-out examples (padding of Poisson batches) and examples whose gradient
+is not finite contribute exactly zero; ghost parameters are hidden from everything but their layer's
+``__call__`` while tracing, so a model that uses them elsewhere (weight tying, a penalty in the loss)
+cannot silently get a wrong norm: ``"ghost"`` raises, ``"auto"`` falls back to ``"vmap"``.
+Per-example semantics must hold: :func:`check_per_example` rejects ``nnx.BatchNorm``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import threading
+import warnings
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from flax.nnx.nn.linear import _conv_dimension_numbers, canonicalize_padding
+
+from .._numerics import check_array, is_concrete
+
+__all__ = [
+    "ClippedGradient",
+    "METHODS",
+    "check_per_example",
+    "layer_names",
+    "clipped_grad_sum",
+    "split_clipped_grad_sum",
+]
+
+METHODS = ("auto", "vmap", "ghost")
+
+
+class ClippedGradient(NamedTuple):
+    """The result of :func:`clipped_grad_sum`.
+
+    Attributes:
+      grads: the clipped sum Σ_i c_i g_i over the examples where ``mask`` is true, a pytree like
+        ``nnx.state(model, nnx.Param)``.
+      sensitivity: L2 sensitivity of ``grads`` to adding or removing one example: ``clip_norm``, or
+        √(Σ_l C_l²) with per-layer clipping (a float when the norms are concrete).
+      loss: mean per-example loss over the masked-in examples (0 when none is).
+      norms: ``(B,)`` per-example L2 norms of the whole gradient before clipping.
+    """
+
+    grads: Any
+    sensitivity: Any
+    loss: jax.Array
+    norms: jax.Array
+
+
+class _GhostUnsupported(ValueError):
+    """Raised while tracing when ghost clipping cannot see all uses of a layer's parameters."""
+
+
+class _LossShapeError(ValueError):
+    """loss_fn did not return per-example losses (the same error under every method: no fallback)."""
+
+
+# --------------------------------------------------------------------------------------------------
+# model inspection
+# --------------------------------------------------------------------------------------------------
+
+
+def _name(path) -> str:
+    return "/".join(str(p) for p in path) or "<root>"
+
+
+def check_per_example(model) -> None:
+    """Raise ``ValueError`` naming the first layer that breaks per-example gradients.
+
+    DP-SGD's sensitivity argument (SPEC §6) needs each example's loss to depend on that example only.
+    ``nnx.BatchNorm`` (and any layer holding ``nnx.BatchStat`` state) normalises over the batch, so
+    one example's gradient depends on the others and clipping it bounds nothing.
+
+    Args:
+      model: an ``nnx.Module``.
+
+    Raises:
+      ValueError: the model contains ``nnx.BatchNorm`` or ``nnx.BatchStat`` variables; the message
+        names the layer's path and suggests ``nnx.GroupNorm`` / ``nnx.LayerNorm``.
+
+    Example:
+      >>> from flax import nnx
+      >>> class Net(nnx.Module):
+      ...     def __init__(self, rngs):
+      ...         self.dense = nnx.Linear(4, 4, rngs=rngs)
+      ...         self.norm = nnx.BatchNorm(4, rngs=rngs)
+      >>> check_per_example(Net(nnx.Rngs(0)))
+      Traceback (most recent call last):
+      ...
+      ValueError: layer 'norm' is nnx.BatchNorm: it normalises over the batch, so per-example gradients (and their clipping) are undefined; use nnx.GroupNorm or nnx.LayerNorm for DP training
+    """
+    for path, module in nnx.iter_modules(model):
+        if isinstance(module, nnx.BatchNorm):
+            kind = "is nnx.BatchNorm"
+        elif any(isinstance(v, nnx.BatchStat) for v in vars(module).values()):
+            kind = "holds nnx.BatchStat state"
+        else:
+            continue
+        raise ValueError(
+            f"layer '{_name(path)}' {kind}: it normalises over the batch, so per-example gradients (and "
+            "their clipping) are undefined; use nnx.GroupNorm or nnx.LayerNorm for DP training"
+        )
+
+
+def _param_groups(params) -> dict[str, list[tuple]]:
+    """Parameter paths grouped by the module that owns them ("layers"), in the params' order."""
+    groups: dict[str, list[tuple]] = {}
+    for path, _ in nnx.to_flat_state(params):
+        groups.setdefault(_name(path[:-1]), []).append(path)
+    return groups
+
+
+def layer_names(model_or_params) -> list[str]:
+    """The layers of per-layer clipping, in the order a sequence of per-layer norms follows.
+
+    A layer is a module that owns parameters directly (a ``Linear``'s kernel and bias form one layer);
+    its name is its path joined by ``/``.
+
+    Args:
+      model_or_params: an ``nnx.Module`` or its ``nnx.state(model, nnx.Param)``.
+
+    Returns:
+      list of layer names.
+
+    Example:
+      >>> from flax import nnx
+      >>> class Net(nnx.Module):
+      ...     def __init__(self, rngs):
+      ...         self.hidden = nnx.Linear(4, 8, rngs=rngs)
+      ...         self.out = nnx.Linear(8, 2, rngs=rngs)
+      >>> layer_names(Net(nnx.Rngs(0)))
+      ['hidden', 'out']
+    """
+    params = model_or_params
+    if isinstance(params, nnx.Module):
+        params = nnx.state(params, nnx.Param)
+    return list(_param_groups(params))
+
+
+# --------------------------------------------------------------------------------------------------
+# ghost layers: per-example squared norms from (inputs, output gradients), and the book-keeping sum
+# --------------------------------------------------------------------------------------------------
+
+
+def _outer_sq_norm(a, g):
+    """‖aᵀg‖²_F for a (T, d), g (T, p): the squared norm of Σ_t a_t g_tᵀ, by the cheaper route."""
+    t, d = a.shape
+    p = g.shape[1]
+    if t == 1:
+        return jnp.sum(a * a) * jnp.sum(g * g)
+    if t * (d + p) < d * p:  # Gram trick: Σ_{t,s} (a_t·a_s)(g_t·g_s), cost T²(d+p)
+        return jnp.sum((a @ a.T) * (g @ g.T))
+    return jnp.sum(jnp.square(a.T @ g))  # materialised per-example gradient, cost Tdp
+
+
+def _bias_sq_norm(g):
+    return jnp.sum(jnp.square(jnp.sum(g, axis=0)))
+
+
+class _GhostLayer:
+    """A supported layer: how to get its per-example squared gradient norm and its clipped sum."""
+
+    def __init__(self, path, module):
+        self.path = path
+        self.name = _name(path)
+        self.module = module  # the layer as merged from the caller's params (real values)
+        self.attrs = tuple(a for a in ("kernel", "bias", "embedding") if isinstance(getattr(module, a, None), nnx.Param))
+
+    def rows(self, a, g):
+        """(T, d) inputs and (T, p) output gradients of one call, for one example."""
+        return a.reshape(-1, a.shape[-1]), g.reshape(-1, g.shape[-1])
+
+    def sq_norm(self, acts, gouts):
+        """Squared norm of this layer's gradient for one example (inside vmap), all calls together."""
+        if not acts:
+            return jnp.zeros((), jnp.result_type(float))
+        pairs = [self.rows(a, g) for a, g in zip(acts, gouts)]
+        a = _at_least_f32(jnp.concatenate([p[0] for p in pairs]))
+        g = _at_least_f32(jnp.concatenate([p[1] for p in pairs]))
+        total = _outer_sq_norm(a, g)
+        if "bias" in self.attrs:
+            total = total + _bias_sq_norm(g)
+        return total
+
+    def clipped_sum(self, acts, gouts, factor, valid):
+        """Σ_i c_i ∇θ ℓ_i for this layer's parameters: one vjp of the layer at the batched inputs with
+        the clipping factors folded into the output gradients (book-keeping)."""
+        graphdef, state = nnx.split(self.module)
+        if not acts:
+            return {self.path + k: jnp.zeros_like(v) for k, v in _flat_values(state).items()}
+        # Zero the inputs and output gradients of dropped examples: 0·NaN would still poison the sum.
+        acts = [jnp.where(_rows(valid, a), a, jnp.zeros((), a.dtype)) for a in acts]
+        cot = [jnp.where(_rows(valid, g), g * _rows(factor, g).astype(g.dtype), jnp.zeros((), g.dtype)) for g in gouts]
+        _, vjp = jax.vjp(lambda s: [nnx.merge(graphdef, s)(a) for a in acts], state)
+        (grads,) = vjp(cot)
+        return {self.path + k: v for k, v in _flat_values(grads).items()}
+
+
+class _GhostLinear(_GhostLayer):
+    pass
+
+
+class _GhostConv(_GhostLayer):
+    """Convolution as a linear layer over patches: a_t is the receptive field at output position t."""
+
+    def rows(self, a, g):
+        m = self.module
+        n = len(m.kernel_size)
+        x = a.reshape((-1,) + a.shape[-(n + 1):])
+
+        def per_dim(v):
+            v = 1 if v is None else v
+            return (v,) * n if isinstance(v, int) else tuple(v)
+
+        strides, lhs_dil, rhs_dil = per_dim(m.strides), per_dim(m.input_dilation), per_dim(m.kernel_dilation)
+        padding = canonicalize_padding(m.padding, n)
+        # The same input padding as nnx.Conv.__call__ for the modes lax does not know.
+        if padding in ("CIRCULAR", "REFLECT"):
+            sizes = [(k - 1) * d + 1 for k, d in zip(m.kernel_size, rhs_dil)]
+            pads = [(0, 0)] + [((k - 1) // 2, k // 2) for k in sizes] + [(0, 0)]
+            x = jnp.pad(x, pads, mode={"CIRCULAR": "wrap", "REFLECT": "reflect"}[padding])
+            padding = "VALID"
+        elif padding == "CAUSAL":
+            x = jnp.pad(x, [(0, 0), (rhs_dil[0] * (m.kernel_size[0] - 1), 0), (0, 0)])
+            padding = "VALID"
+        patches = jax.lax.conv_general_dilated_patches(
+            x, m.kernel_size, strides, padding, lhs_dilation=lhs_dil, rhs_dilation=rhs_dil,
+            dimension_numbers=_conv_dimension_numbers(x.shape), precision=jax.lax.Precision.HIGHEST)
+        # The patch features come in (channel, window) order, not the kernel's, but a norm does not care.
+        return patches.reshape(-1, patches.shape[-1]), g.reshape(-1, g.shape[-1])
+
+
+class _GhostEmbed(_GhostLayer):
+    """Embedding: example i's gradient adds g_t to row idx_t, so its squared norm is Σ over distinct
+    rows of ‖Σ_{t: idx_t = r} g_t‖², computed by sorting the indices (O(T log T), no V×p array)."""
+
+    def sq_norm(self, acts, gouts):
+        if not acts:
+            return jnp.zeros((), jnp.result_type(float))
+        vocab = self.module.num_embeddings
+        idx = jnp.concatenate([a.reshape(-1) for a in acts])
+        g = _at_least_f32(jnp.concatenate([x.reshape(-1, x.shape[-1]) for x in gouts]))
+        if vocab == 1:  # nnx.Embed broadcasts its single row whatever the index
+            return _bias_sq_norm(g)
+        idx = jnp.where(idx < 0, idx + vocab, idx)  # jnp.take's wrap-around of negative indices
+        order = jnp.argsort(idx)
+        sorted_idx = idx[order]
+        first = jnp.concatenate([jnp.ones((1,), bool), sorted_idx[1:] != sorted_idx[:-1]])
+        segment = jnp.cumsum(first) - 1
+        rows = jax.ops.segment_sum(g[order], segment, num_segments=idx.shape[0])
+        return jnp.sum(jnp.square(rows))
+
+
+def _at_least_f32(x):
+    """Norms of bfloat16/float16 activations and gradients are accumulated in float32."""
+    return x.astype(jnp.promote_types(x.dtype, jnp.float32))
+
+
+def _flat_values(state) -> dict:
+    return {path: var.get_value() for path, var in nnx.to_flat_state(state)}
+
+
+def _rows(v, like):
+    """The (B,) vector ``v`` shaped to broadcast against the batched array ``like``."""
+    return v.reshape((-1,) + (1,) * (like.ndim - 1))
+
+
+def _ghost_kind(module):
+    """The ghost class for a supported layer configuration, else None (its parameters use vmap)."""
+    kind = type(module)
+    # (A kernel with extra leading axes is a stack of layers made by nnx.vmap, applied by nnx.scan.)
+    if kind is nnx.Linear and module.dot_general is jax.lax.dot_general and module.kernel.ndim == 2:
+        return _GhostLinear
+    if (kind is nnx.Conv and module.conv_general_dilated is jax.lax.conv_general_dilated
+            and module.feature_group_count == 1 and module.mask is None
+            and module.kernel.ndim == len(module.kernel_size) + 2):
+        return _GhostConv
+    if kind is nnx.Embed and module.embedding.ndim == 2:
+        return _GhostEmbed
+    return None
+
+
+def _variable_refs(module) -> list:
+    """The Variables a module references directly or inside plain containers."""
+    found, stack = [], list(vars(module).values())
+    while stack:
+        v = stack.pop()
+        if isinstance(v, nnx.Variable):
+            found.append(v)
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+    return found
+
+
+def _ghost_layers(model, params) -> dict[str, _GhostLayer]:
+    """Supported layers whose parameters nothing else references (a shared kernel would need the norm
+    of a sum of contributions, which the per-layer formulas do not give)."""
+    counts: dict[int, int] = {}
+    for _, module in nnx.iter_modules(model):
+        for var in _variable_refs(module):
+            counts[id(var)] = counts.get(id(var), 0) + 1
+    param_paths = {path for path, _ in nnx.to_flat_state(params)}
+    layers = {}
+    for path, module in nnx.iter_modules(model):
+        cls = _ghost_kind(module)
+        if cls is None:
+            continue
+        layer = cls(path, module)
+        owned = [getattr(module, a) for a in layer.attrs]
+        if layer.attrs and all(counts[id(v)] == 1 for v in owned) and all(path + (a,) in param_paths for a in layer.attrs):
+            layers[layer.name] = layer
+    return layers
+
+
+# --------------------------------------------------------------------------------------------------
+# taps: record a ghost layer's inputs and add a probe to its output, inside the traced forward pass
+# --------------------------------------------------------------------------------------------------
+
+_ACTIVE = threading.local()
+
+
+def _hidden_message(name):
+    return (f"parameter '{name}' is used outside its layer's __call__ (weight tying, Embed.attend, a penalty "
+            "in the loss...), where ghost clipping cannot see its per-example gradient")
+
+
+class _Hidden:
+    """Stands in for a ghost layer's parameter while tracing: any use outside the layer's call raises."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def _fail(self, *args, **kwargs):
+        raise _GhostUnsupported(_hidden_message(self.name))
+
+    def __getattr__(self, attr):
+        raise _GhostUnsupported(_hidden_message(object.__getattribute__(self, "name")))
+
+
+for _dunder in ("__jax_array__", "__array__", "__getitem__", "__len__", "__iter__", "__float__", "__int__",
+                "__bool__", "__neg__", "__pos__", "__abs__", "__add__", "__radd__", "__sub__", "__rsub__",
+                "__mul__", "__rmul__", "__matmul__", "__rmatmul__", "__truediv__", "__rtruediv__", "__pow__",
+                "__rpow__", "__lt__", "__le__", "__gt__", "__ge__"):
+    setattr(_Hidden, _dunder, _Hidden._fail)
+
+
+@functools.cache
+def _tapped_class(base):
+    """A subclass of ``base`` whose ``__call__`` goes through the active taps (swapped in per instance)."""
+
+    def __call__(self, inputs, *args, **kwargs):
+        entry = getattr(_ACTIVE, "registry", {}).get(id(self))
+        if entry is None:  # a copy made by an nnx transform inside the loss (nnx.scan, nnx.vmap...)
+            raise _GhostUnsupported(f"a {base.__name__} layer is called on a copy of the model (an nnx "
+                                    "transform inside loss_fn?), where ghost clipping cannot follow it")
+        taps, name = entry
+        return taps.call(name, functools.partial(base.__call__, self), inputs, args, kwargs)
+
+    return type(base)(f"_Tapped{base.__name__}", (base,), {"__call__": __call__, "__module__": __name__})
+
+
+class _Taps:
+    """Swaps the ghost layers of a freshly merged (trace-local) model for tapped ones.
+
+    With ``probes=None`` it records each call's output (the shape pass); otherwise it adds
+    ``probes[name][k]`` to the k-th call's output, so that the gradient with respect to the probe is
+    the gradient with respect to the output.
+    """
+
+    def __init__(self, model, layers, probes=None):
+        self.probes = probes
+        self.inputs = {name: [] for name in layers}
+        self.outputs = {name: [] for name in layers}
+        self.hidden = {}
+        by_path = dict(nnx.iter_modules(model))
+        self.modules = {}
+        for name, layer in layers.items():
+            module = by_path[layer.path]
+            self.hidden[name] = [(getattr(module, a), getattr(module, a).get_value(), f"{name}/{a}")
+                                 for a in layer.attrs]
+            for var, _, full in self.hidden[name]:
+                var.set_value(_Hidden(full))
+            object.__setattr__(module, "__class__", _tapped_class(type(module)))
+            self.modules[name] = module
+
+    def __enter__(self):
+        if not hasattr(_ACTIVE, "registry"):
+            _ACTIVE.registry = {}
+        for name, module in self.modules.items():
+            _ACTIVE.registry[id(module)] = (self, name)
+        return self
+
+    def __exit__(self, *exc):
+        for module in self.modules.values():
+            _ACTIVE.registry.pop(id(module), None)
+
+    def call(self, name, call, inputs, args, kwargs):
+        hidden = self.hidden[name]
+        for var, value, _ in hidden:
+            var.set_value(value)
+        try:
+            out = call(inputs, *args, **kwargs)
+        finally:
+            for var, _, full in hidden:
+                var.set_value(_Hidden(full))
+        k = len(self.inputs[name])
+        self.inputs[name].append(inputs)
+        if self.probes is None:
+            self.outputs[name].append(out)
+            return out
+        if k >= len(self.probes[name]):
+            raise _GhostUnsupported(f"layer '{name}' was called more often than in the shape pass")
+        return out + self.probes[name][k]
+
+
+# --------------------------------------------------------------------------------------------------
+# validation
+# --------------------------------------------------------------------------------------------------
+
+
+def _check_batch(inputs, labels, mask) -> int:
+    leaves = jax.tree.leaves(inputs)
+    if not leaves or any(np.ndim(x) == 0 for x in leaves):
+        raise ValueError("inputs must be an array (or pytree of arrays) with a leading batch dimension")
+    batch = int(np.shape(leaves[0])[0])
+    if batch < 1:
+        raise ValueError("inputs must hold at least one example (leading batch dimension ≥ 1), got 0")
+    for what, tree in (("inputs", inputs), ("labels", labels)):
+        for x in jax.tree.leaves(tree):
+            if np.ndim(x) == 0 or np.shape(x)[0] != batch:
+                raise ValueError(f"{what} must have the leading batch dimension {batch} of inputs, got shape {np.shape(x)}")
+    if mask is not None:
+        if np.shape(mask) != (batch,):
+            raise ValueError(f"mask must have shape (B,) = ({batch},), got {np.shape(mask)}")
+        if jnp.asarray(mask).dtype != jnp.bool_:
+            raise ValueError(f"mask must be boolean, got dtype {jnp.asarray(mask).dtype}")
+    return batch
+
+
+def _check_clip_norm(value):
+    if np.ndim(value) != 0:
+        raise ValueError(f"clip_norm must be a positive scalar here, got shape {np.shape(value)}")
+    if is_concrete(value):
+        check_array("clip_norm", value, 0.0, np.inf, lo_open=True)
+        return float(np.asarray(value))
+    return value
+
+
+def _layer_clip_norms(clip_norm, per_layer, names):
+    """{layer: C_l} (per-layer) or the single C; and the sensitivity."""
+    if not isinstance(per_layer, bool):
+        raise ValueError(f"per_layer must be True or False, got {per_layer!r}")
+    if not per_layer:
+        if isinstance(clip_norm, (dict, list, tuple)):
+            raise ValueError("clip_norm must be one positive number unless per_layer=True, got a "
+                             f"{type(clip_norm).__name__}")
+        c = _check_clip_norm(clip_norm)
+        return c, c
+    if isinstance(clip_norm, dict):
+        if set(clip_norm) != set(names):
+            raise ValueError(f"clip_norm must have one entry per layer {names}, got keys {sorted(clip_norm)}")
+        norms = {n: _check_clip_norm(clip_norm[n]) for n in names}
+    elif isinstance(clip_norm, (list, tuple)) or np.ndim(clip_norm) == 1:
+        if len(clip_norm) != len(names):
+            raise ValueError(f"clip_norm must have one norm per layer ({len(names)}: {names}), got {len(clip_norm)}")
+        norms = {n: _check_clip_norm(c) for n, c in zip(names, clip_norm)}
+    else:  # one total C, split equally: C_l = C/√L keeps √(Σ C_l²) = C
+        c = _check_clip_norm(clip_norm)
+        norms = {n: c / math.sqrt(len(names)) for n in names}
+    values = list(norms.values())
+    if all(isinstance(v, float) for v in values):
+        sensitivity = math.sqrt(sum(v * v for v in values))
+    else:
+        sensitivity = jnp.sqrt(sum(jnp.square(v) for v in values))
+    return norms, sensitivity
+
+
+def _check_key(key, batch):
+    if key is None:
+        return None
+    arr = jnp.asarray(key)
+    typed = jnp.issubdtype(arr.dtype, jax.dtypes.prng_key)
+    if (typed and arr.shape != ()) or (not typed and (arr.shape != (2,) or arr.dtype != jnp.uint32)):
+        raise ValueError(f"key must be one PRNG key (jax.random.key(...) or jax.random.PRNGKey(...)), got "
+                         f"shape {arr.shape} dtype {arr.dtype}")
+    # fold_in by index: example i's key does not depend on the batch's padding or microbatching.
+    return jax.vmap(jax.random.fold_in, (None, 0))(arr, jnp.arange(batch))
+
+
+# --------------------------------------------------------------------------------------------------
+# the functional core
+# --------------------------------------------------------------------------------------------------
+
+
+def _split_states(params, ghost_paths):
+    flat = list(nnx.to_flat_state(params))
+    ghost = nnx.from_flat_state([(p, v) for p, v in flat if p in ghost_paths])
+    other = nnx.from_flat_state([(p, v) for p, v in flat if p not in ghost_paths])
+    return ghost, other
+
+
+def _pass(loss_fn, graphdef, params, rest, layers, groups, clip, per_layer, x, y, keys, mask, probe_shapes):
+    """One microbatch: per-example squared norms by layer, clipping factors and the clipped sum."""
+    ghost_paths = {layer.path + (a,) for layer in layers.values() for a in layer.attrs}
+    ghost_state, other_state = _split_states(params, ghost_paths)
+    group_of = {path: name for name, paths in groups.items() for path in paths}
+
+    def one(xi, yi, ki):
+        def loss_of(other, probes):
+            # Fresh Variables at this trace level (the taps mutate them); tree.map rebuilds the States.
+            model = nnx.merge(graphdef, *jax.tree.map(lambda v: v, (ghost_state, other, rest)))
+            with _Taps(model, layers, probes) as taps:
+                losses = loss_fn(model, _add_batch(xi), _add_batch(yi), ki)
+            if jnp.shape(losses) != (1,):
+                raise _LossShapeError(f"loss_fn must return per-example losses of shape (B,), got shape "
+                                      f"{jnp.shape(losses)} for a batch of one example")
+            return losses[0], taps.inputs
+
+        probes = {n: [jnp.zeros(s.shape, s.dtype) for s in shapes] for n, shapes in probe_shapes.items()}
+        (loss, acts), (g_other, g_probes) = jax.value_and_grad(loss_of, argnums=(0, 1), has_aux=True)(other_state, probes)
+        dtype = jnp.promote_types(loss.dtype, jnp.float32)  # norms of bfloat16 gradients in float32
+        sq = {name: jnp.zeros((), dtype) for name in groups}
+        for path, var in nnx.to_flat_state(g_other):
+            sq[group_of[path]] = sq[group_of[path]] + jnp.sum(jnp.square(var.get_value().astype(dtype)))
+        for name, layer in layers.items():
+            sq[name] = sq[name] + layer.sq_norm(acts[name], g_probes[name]).astype(dtype)
+        return loss, sq, acts, g_probes, g_other
+
+    in_keys = None if keys is None else 0
+    loss, sq, acts, g_probes, g_other = jax.vmap(one, in_axes=(0, 0, in_keys))(x, y, keys)
+
+    total = sum(sq.values())
+    norms = jnp.sqrt(total)
+    valid = mask & jnp.isfinite(norms)
+    if per_layer:
+        factor = {n: jnp.where(valid, jnp.minimum(1.0, clip[n] / jnp.sqrt(sq[n])), 0.0) for n in groups}
+    else:
+        f = jnp.where(valid, jnp.minimum(1.0, clip / norms), 0.0)
+        factor = {n: f for n in groups}
+
+    grads = {}
+    for path, var in nnx.to_flat_state(g_other):
+        g = var.get_value()
+        g = jnp.where(_rows(valid, g), g, jnp.zeros((), g.dtype))
+        grads[path] = jnp.tensordot(factor[group_of[path]].astype(g.dtype), g, axes=1)
+    for name, layer in layers.items():
+        grads.update(layer.clipped_sum(acts[name], g_probes[name], factor[name], valid))
+    loss_sum = jnp.sum(jnp.where(mask, loss, 0.0))
+    return grads, norms, loss_sum
+
+
+def _add_batch(tree):
+    return jax.tree.map(lambda v: v[None], tree)
+
+
+def _probe_shapes(loss_fn, graphdef, params, rest, layers, x0, y0, k0):
+    """Output shapes of every call of every ghost layer, for one example (abstract evaluation)."""
+    if not layers:
+        return {}
+
+    def forward(params, x, y, k):
+        model = nnx.merge(graphdef, *jax.tree.map(lambda v: v, (params, rest)))
+        with _Taps(model, layers) as taps:
+            loss_fn(model, _add_batch(x), _add_batch(y), k)
+        return taps.outputs
+
+    return jax.eval_shape(forward, params, x0, y0, k0)
+
+
+def _run(loss_fn, graphdef, params, rest, layers, groups, clip, per_layer, inputs, labels, mask, keys, batch,
+         microbatch_size):
+    first = lambda t: jax.tree.map(lambda v: v[0], t)  # noqa: E731
+    shapes = _probe_shapes(loss_fn, graphdef, params, rest, layers, first(inputs), first(labels),
+                           None if keys is None else keys[0])
+    size = batch if microbatch_size is None else min(microbatch_size, batch)
+    chunks = -(-batch // size)
+    padded = chunks * size
+    if padded != batch:  # pad with copies of real examples, masked out (they contribute exactly zero)
+        take = lambda t: jax.tree.map(lambda v: jnp.take(v, jnp.arange(padded) % batch, axis=0), t)  # noqa: E731
+        inputs, labels = take(inputs), take(labels)
+        keys = None if keys is None else take(keys)
+        mask = jnp.concatenate([mask, jnp.zeros(padded - batch, bool)])
+    step = functools.partial(_pass, loss_fn, graphdef, params, rest, layers, groups, clip, per_layer,
+                             probe_shapes=shapes)
+    if chunks == 1:
+        grads, norms, loss_sum = step(inputs, labels, keys, mask)
+    else:
+        split = lambda t: jax.tree.map(lambda v: v.reshape((chunks, size) + v.shape[1:]), t)  # noqa: E731
+        xs = (split(inputs), split(labels), None if keys is None else split(keys), split(mask))
+
+        def body(carry, chunk):
+            grads, norms, loss_sum = step(*chunk)
+            return jax.tree.map(jnp.add, carry, (grads, loss_sum)), norms
+
+        zero = jax.eval_shape(lambda c: step(*jax.tree.map(lambda v: v[0], c)), xs)
+        init = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), (zero[0], zero[2]))
+        (grads, loss_sum), norms = jax.lax.scan(body, init, xs)
+        norms = norms.reshape(-1)
+    return grads, norms[:batch], loss_sum
+
+
+def split_clipped_grad_sum(loss_fn: Callable, graphdef, params, rest, inputs, labels, *, clip_norm, mask=None,
+                           key=None, per_layer: bool = False, microbatch_size: int | None = None,
+                           method: str = "auto") -> ClippedGradient:
+    """:func:`clipped_grad_sum` on a split model ``(graphdef, params, rest)``: the functional core.
+
+    ``nnx.split(model, nnx.Param, ...)`` gives the three parts. Everything but ``params``, ``rest``,
+    ``inputs``, ``labels``, ``mask``, ``key`` and the values of ``clip_norm`` is static, so a trainer can
+    ``jax.jit`` its step with ``graphdef`` (and ``loss_fn``, ``method``, ``per_layer``,
+    ``microbatch_size``) static. Source and arguments as in :func:`clipped_grad_sum`.
+
+    Returns:
+      :class:`ClippedGradient`; ``grads`` has the structure of ``params``.
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> from flax import nnx
+      >>> model = nnx.Linear(3, 1, rngs=nnx.Rngs(0))
+      >>> graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+      >>> loss = lambda m, x, y, key: jnp.sum((m(x) - y) ** 2, axis=-1)
+      >>> step = jax.jit(lambda p, x, y: split_clipped_grad_sum(loss, graphdef, p, rest, x, y, clip_norm=1.0))
+      >>> out = step(params, jnp.ones((4, 3)), jnp.zeros((4, 1)))
+      >>> out.grads["kernel"].shape, float(out.sensitivity)
+      ((3, 1), 1.0)
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if microbatch_size is not None and (isinstance(microbatch_size, bool) or not isinstance(microbatch_size, int)
+                                        or microbatch_size < 1):
+        raise ValueError(f"microbatch_size must be None or an integer ≥ 1, got {microbatch_size!r}")
+    batch = _check_batch(inputs, labels, mask)
+    groups = _param_groups(params)
+    if not groups:
+        raise ValueError("model has no nnx.Param parameters to differentiate")
+    clip, sensitivity = _layer_clip_norms(clip_norm, per_layer, list(groups))
+    keys = _check_key(key, batch)
+    mask = jnp.ones(batch, bool) if mask is None else jnp.asarray(mask)
+
+    template = nnx.merge(graphdef, params, rest)  # Python structure only: which layers are what
+    check_per_example(template)
+    layers = {} if method == "vmap" else _ghost_layers(template, params)
+    if method == "auto" and set(layers) != set(groups):
+        layers = {}  # ghost only when every layer with parameters supports it
+    run = functools.partial(_run, loss_fn, graphdef, params, rest, groups=groups, clip=clip, per_layer=per_layer,
+                            inputs=inputs, labels=labels, mask=mask, keys=keys, batch=batch,
+                            microbatch_size=microbatch_size)
+    try:
+        flat, norms, loss_sum = run(layers=layers)
+    except _GhostUnsupported as err:
+        if method == "ghost":
+            raise ValueError(f"method='ghost': {err}; use method='vmap'") from None
+        flat, norms, loss_sum = run(layers={})
+    except _LossShapeError:
+        raise
+    except Exception as err:  # noqa: BLE001 — "auto" must work wherever "vmap" does
+        if method != "auto" or not layers:
+            raise
+        warnings.warn(f"clipped_grad_sum: ghost clipping failed ({type(err).__name__}: {err}); using vmap",
+                      RuntimeWarning, stacklevel=2)
+        flat, norms, loss_sum = run(layers={})
+    grads = nnx.from_flat_state([(path, var.replace(flat[path])) for path, var in nnx.to_flat_state(params)])
+    loss = loss_sum / jnp.maximum(jnp.sum(mask), 1).astype(loss_sum.dtype)
+    return ClippedGradient(grads, sensitivity, loss, norms)
+
+
+def clipped_grad_sum(loss_fn: Callable, model, inputs, labels, *, clip_norm, mask=None, key=None,
+                     per_layer: bool = False, microbatch_size: int | None = None,
+                     method: str = "auto") -> ClippedGradient:
+    """Sum of per-example gradients clipped in L2 norm, with its sensitivity (DP-SGD's clipped sum).
+
+    Σ_{i: mask_i} g_i · min(1, C/‖g_i‖), g_i = ∇θ ℓ(θ; x_i, y_i) (Abadi et al. 2016, Alg. 1; SPEC §6);
+    per-layer: each layer's slice clipped to C_l (McMahan et al. 2018), sensitivity √(Σ_l C_l²). Noise
+    is added and the sum divided by the expected batch size elsewhere (``jaxpriv.train.noise``).
+    Ghost norms: Li et al. 2022 §4 (Gram trick), Bu et al. 2023 (book-keeping); see the module docstring.
+
+    Args:
+      loss_fn: ``loss_fn(model, inputs, labels, key) -> (B,)`` per-example losses. It is called on
+        batches of one example (under ``jax.vmap``); ``key`` is ``None`` or that example's PRNG key,
+        to pass as ``rngs`` to ``nnx.Dropout`` so that dropout masks differ per example.
+      model: an ``nnx.Module`` without ``nnx.BatchNorm`` (see :func:`check_per_example`).
+      inputs, labels: arrays (or pytrees of arrays) with leading batch dimension B ≥ 1.
+      clip_norm: C > 0. With ``per_layer=True`` also a sequence of per-layer norms in
+        :func:`layer_names` order or a dict ``{layer name: C_l}``; a single C is split as C/√L.
+      mask: ``(B,)`` bool; False rows (padding of a Poisson batch) contribute exactly zero.
+      key: one PRNG key or None; example i gets ``jax.random.fold_in(key, i)``.
+      per_layer: clip each layer separately.
+      microbatch_size: process the batch in chunks of this many examples (``lax.scan``) to bound
+        memory; a last partial chunk is padded with masked-out examples.
+      method: ``"vmap"`` (any model), ``"ghost"`` (Linear/Conv/Embed by ghost norms, other parameters
+        by vmap; raises ``ValueError`` if a ghost parameter is used outside its layer's call) or
+        ``"auto"`` (ghost when every layer with parameters supports it, else vmap).
+
+    Returns:
+      :class:`ClippedGradient` ``(grads, sensitivity, loss, norms)``. An example whose gradient is not
+      finite is dropped from the sum (factor 0), like a masked one.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from flax import nnx
+      >>> model = nnx.Linear(2, 1, use_bias=False, rngs=nnx.Rngs(0))
+      >>> model.kernel[...] = jnp.zeros((2, 1))
+      >>> loss = lambda m, x, y, key: 0.5 * jnp.sum((m(x) - y) ** 2, axis=-1)
+      >>> out = clipped_grad_sum(loss, model, jnp.array([[3.0, 4.0], [0.3, 0.4]]), jnp.array([[-1.0], [-1.0]]),
+      ...                        clip_norm=1.0)
+      >>> [round(float(n), 6) for n in out.norms]  # ‖x_i‖·|y_i|: 5, 0.5
+      [5.0, 0.5]
+      >>> [round(float(v), 6) for v in out.grads["kernel"][:, 0]]  # (3,4)/5 + (0.3,0.4)
+      [0.9, 1.2]
+    """
+    check_per_example(model)
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    return split_clipped_grad_sum(loss_fn, graphdef, params, rest, inputs, labels, clip_norm=clip_norm, mask=mask,
+                                  key=key, per_layer=per_layer, microbatch_size=microbatch_size, method=method)

@@ -1,0 +1,158 @@
+"""Datasets for the trainer: two small real ones that ship with jaxpriv, and synthetic stand-ins.
+
+* :func:`load` reads scikit-learn's copies of two UCI datasets, vendored in ``jaxpriv/train/_data/``
+  (see its README for the source, checksums and licenses), and returns a deterministic stratified
+  train/test split, standardised with the training set's statistics only (the test set never leaks
+  into the preprocessing).
+* :func:`synthetic` draws a class-conditional Gaussian dataset of any shape (MNIST ``(28, 28, 1)``,
+  CIFAR ``(32, 32, 3)``) for benchmarks: learnable, reproducible from its seed, no download.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import importlib.resources
+
+import numpy as np
+
+from .._numerics import check_array
+
+__all__ = ["Dataset", "DATASETS", "load", "synthetic"]
+
+#: name → (file in ``_data/``, header lines to skip, number of classes)
+DATASETS = {
+    "digits": ("digits.csv.gz", 0, 10),
+    "breast_cancer": ("breast_cancer.csv.gz", 1, 2),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Dataset:
+    """A train/test split: float32 features (first axis = records), int32 labels in [0, num_classes)."""
+
+    name: str
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    num_classes: int
+
+    @property
+    def n_train(self) -> int:
+        return int(self.x_train.shape[0])
+
+    @property
+    def feature_shape(self) -> tuple:
+        return tuple(self.x_train.shape[1:])
+
+
+def _read(name: str) -> tuple[np.ndarray, np.ndarray]:
+    filename, skip, _ = DATASETS[name]
+    with importlib.resources.files(__package__).joinpath("_data", filename).open("rb") as raw:
+        with gzip.open(raw, "rt") as text:
+            table = np.loadtxt(text, delimiter=",", skiprows=skip, dtype=np.float64)
+    return table[:, :-1], table[:, -1].astype(np.int32)
+
+
+def _check_split(test_fraction, seed) -> tuple[float, int]:
+    test_fraction = float(check_array("test_fraction", test_fraction, 0.0, 1.0, lo_open=True, hi_open=True))
+    seed = int(check_array("seed", seed, 0.0, np.inf, integer=True))
+    return test_fraction, seed
+
+
+def _stratified_split(labels: np.ndarray, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices (train, test): each class contributes round(test_fraction · its size) records to the test
+    set, drawn by a permutation seeded with ``seed``; both index sets are then shuffled (no class-sorted
+    order reaches the trainer)."""
+    rng = np.random.default_rng(seed)
+    train, test = [], []
+    for c in np.unique(labels):
+        members = rng.permutation(np.flatnonzero(labels == c))
+        k = int(round(test_fraction * members.size))
+        test.append(members[:k])
+        train.append(members[k:])
+    return rng.permutation(np.concatenate(train)), rng.permutation(np.concatenate(test))
+
+
+def _standardise(x_train: np.ndarray, x_test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """z-score every feature with the training mean and standard deviation; a feature that is constant
+    on the training set (digits' border pixels) is only centred."""
+    mean = x_train.mean(axis=0)
+    std = x_train.std(axis=0)
+    std = np.where(std > 0, std, 1.0)
+    return ((x_train - mean) / std).astype(np.float32), ((x_test - mean) / std).astype(np.float32)
+
+
+def load(name: str, test_fraction: float = 0.2, seed: int = 0) -> Dataset:
+    """A vendored real dataset, split and standardised.
+
+    ``digits``: UCI optical handwritten digits (1797 records, 64 features = 8×8 pixel counts, 10 classes).
+    ``breast_cancer``: UCI Breast Cancer Wisconsin (Diagnostic) (569 records, 30 features, 2 classes:
+    0 = malignant, 1 = benign). Both are scikit-learn's copies (see ``_data/README.md``).
+
+    The split is stratified (every class keeps its proportion in the test set, up to rounding) and a
+    function of ``seed`` only; features are standardised with the training set's mean and standard
+    deviation.
+
+    Args:
+      name: ``"digits"`` or ``"breast_cancer"`` (``"breast-cancer"`` is accepted too).
+      test_fraction: fraction of each class held out for testing, in (0, 1).
+      seed: integer ≥ 0 seeding the split.
+
+    Returns:
+      :class:`Dataset` with float32 features of shape (n, features) and int32 labels.
+
+    Example:
+      >>> from jaxpriv.train.data import load
+      >>> d = load("digits", test_fraction=0.2, seed=0)
+      >>> d.x_train.shape, d.x_test.shape, d.num_classes
+      ((1438, 64), (359, 64), 10)
+    """
+    key = str(name).replace("-", "_")
+    if key not in DATASETS:
+        raise ValueError(f"name must be one of {sorted(DATASETS)}, got {name!r}")
+    test_fraction, seed = _check_split(test_fraction, seed)
+    x, y = _read(key)
+    train, test = _stratified_split(y, test_fraction, seed)
+    x_train, x_test = _standardise(x[train], x[test])
+    return Dataset(key, x_train, y[train], x_test, y[test], DATASETS[key][2])
+
+
+def synthetic(shape, n: int, classes: int, seed: int = 0, *, test_fraction: float = 0.2) -> Dataset:
+    """Synthetic classification data of any feature shape, for benchmarks (e.g. MNIST- or CIFAR-shaped).
+
+    Each class c has a fixed random template μ_c ∼ N(0, I); a record of class c is x = μ_c/2 + N(0, I)
+    (float32), with labels drawn uniformly. The classes overlap per feature but are separable in
+    aggregate, so a model learns them, and every array is a function of ``seed`` alone. ``n`` records
+    are generated, of which a fraction ``test_fraction`` (stratified) is held out.
+
+    Args:
+      shape: feature shape, e.g. ``(28, 28, 1)`` or ``(32, 32, 3)`` (positive integers).
+      n: total number of records ≥ 2.
+      classes: number of classes ≥ 2.
+      seed: integer ≥ 0.
+      test_fraction: held-out fraction in (0, 1).
+
+    Returns:
+      :class:`Dataset` named ``"synthetic"``.
+
+    Example:
+      >>> from jaxpriv.train.data import synthetic
+      >>> d = synthetic((28, 28, 1), n=1000, classes=10, seed=0)
+      >>> d.x_train.shape, d.x_test.shape, d.x_train.dtype.name
+      ((800, 28, 28, 1), (200, 28, 28, 1), 'float32')
+    """
+    shape = tuple(np.atleast_1d(np.asarray(shape)).tolist())
+    check_array("shape", shape, 1.0, np.inf, integer=True)
+    shape = tuple(int(s) for s in shape)
+    n = int(check_array("n", n, 2.0, np.inf, integer=True))
+    classes = int(check_array("classes", classes, 2.0, np.inf, integer=True))
+    test_fraction, seed = _check_split(test_fraction, seed)
+    rng = np.random.default_rng(seed)
+    templates = rng.standard_normal((classes,) + shape, dtype=np.float32)
+    labels = rng.integers(0, classes, size=n).astype(np.int32)
+    x = rng.standard_normal((n,) + shape, dtype=np.float32)
+    x += 0.5 * templates[labels]
+    train, test = _stratified_split(labels, test_fraction, seed)
+    return Dataset("synthetic", x[train], labels[train], x[test], labels[test], classes)

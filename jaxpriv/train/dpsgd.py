@@ -1,0 +1,858 @@
+"""DP-SGD on Flax NNX + Optax, with the privacy accounted in the loop (SPEC §5, §6).
+
+One step (Abadi et al. 2016, with Poisson sampling as analysed by Mironov, Talwar, Zhang 2019):
+Poisson-sample a batch (:mod:`jaxpriv.train.sampling`, padded to a fixed bucket with a mask), clip each
+example's gradient and sum (:func:`jaxpriv.train.clipping.clipped_grad_sum`), add N(0, s²) with
+s = σ·C and divide by the *expected* batch size Σ_i q_i (:func:`jaxpriv.train.noise.gaussian_noise`),
+then apply any Optax optimizer. The step is one jitted function of arrays (the NNX graph definition is
+static), compiled once per bucket size.
+
+Privacy is planned before training (:func:`plan_privacy`) and accounted after every epoch
+(:class:`GroupAccountant`). Records are grouped by their (rate, noise multiplier); each group's ε is
+the exact RDP of the Poisson-subsampled Gaussian (SPEC §1.3) composed over the steps taken (§1.7) and
+converted (§1.8) by the core's own kernel, :func:`jaxpriv.dpsgd_epsilon`. Configurations:
+
+* **target ε** — σ calibrated to ε for the planned number of steps (:func:`jaxpriv.calibrate.noise_multiplier`);
+  or, when σ is given too, the rate q (:func:`jaxpriv.calibrate.sampling_rate`);
+* **fixed σ** — no target; ε is reported;
+* **per-record budgets**, IDP-SGD (Boenisch et al. 2023, "Have it your way"; SPEC §5) with exact inversion:
+
+  - ``"sample"``: one σ for everyone, per-group rates q_g with ε_g(q_g, σ, T) = budget_g; σ is solved so
+    that the mean rate Σ_i q_i / N equals the batch rate B/N (the expected batch size is unchanged).
+    With σ given, σ is kept and only the q_g are calibrated (rPDP-FL's per-record rates, SPEC §6).
+  - ``"scale"``: one rate q = B/N for everyone and per-group noise multipliers σ_g = σ(budget_g; q, T).
+    A single Gaussian noise of std s is added to the sum, so σ_g is realised through a per-group clip
+    norm C_g = s/σ_g (the noise multiplier of a record is the noise std over its sensitivity); s is set
+    so that the record-weighted mean clip norm equals ``clip_norm``: s = C·N / Σ_i 1/σ_i. A record with
+    a larger budget gets a larger clip norm (more signal) under the same noise. The clipping API takes
+    one clip norm per call, so the step runs one masked clipped sum per distinct clip norm (at most
+    :data:`MAX_SCALE_GROUPS`) and adds them.
+
+Training stops when the budget is spent: before each epoch the accountant checks how many of the
+epoch's steps keep every group within its budget, and only those are run.
+
+Checkpoints (``checkpoint_dir``) hold the model's NNX state, the optimizer state (which carries the
+noise key), the plan, the step count (the sampler is a function of (seed, step)) and the history, as
+``np.savez`` arrays plus JSON metadata; a killed run resumes with the same parameters and the same ε as
+an uninterrupted one. A run killed mid-epoch restarts that epoch from its checkpoint and replays the same
+batches with the same noise, so the replay computes exactly what was computed before the kill.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import glob
+import hashlib
+import json
+import math
+import os
+import time
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from .. import calibrate, rdp
+from ..accountant import dpsgd_epsilon
+from .._numerics import check_array, check_orders
+from .sampling import PoissonSampler
+
+__all__ = [
+    "DPSGDConfig",
+    "PrivacyPlan",
+    "GroupAccountant",
+    "EpochRecord",
+    "TrainResult",
+    "plan_privacy",
+    "train",
+    "cross_entropy_loss",
+    "plot_learning_curve",
+    "MLP",
+    "CNN",
+]
+
+PERSONALIZATION = ("sample", "scale")
+#: "scale" runs one clipping pass per distinct clip norm (the clipping API takes one C per call).
+MAX_SCALE_GROUPS = 32
+
+
+# --------------------------------------------------------------------------------------------------
+# Configuration and privacy plan
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DPSGDConfig:
+    """Hyper-parameters of a DP-SGD run. Give exactly one way to set the privacy:
+
+    * ``epsilon`` (σ calibrated; with ``noise_multiplier`` too, q is calibrated instead),
+    * ``noise_multiplier`` alone (ε reported, no budget),
+    * ``budgets`` — one ε per training record — with ``personalization`` ``"sample"`` or ``"scale"``
+      (and optionally ``noise_multiplier`` to fix σ in ``"sample"``).
+
+    Attributes:
+      epochs: number of epochs; an epoch is round(N / batch_size) steps.
+      batch_size: expected batch size B = Σ_i q_i (so the mean rate is B/N); never the realised size.
+      clip_norm: per-example L2 clip norm C (the mean clip norm in ``"scale"``).
+      delta: δ of every (ε, δ) statement.
+      seed: seeds the sampler, the noise and the loss function's per-step key.
+      orders: Rényi orders of the accounting (default :data:`jaxpriv.rdp.DEFAULT_ORDERS`).
+      microbatch_size: examples per vectorised chunk inside the clipped-gradient sum (memory bound).
+      eval_batch_size: test examples per evaluation chunk.
+    """
+
+    epochs: int = 30
+    batch_size: float = 128.0
+    clip_norm: float = 1.0
+    delta: float = 1e-5
+    epsilon: float | None = None
+    noise_multiplier: float | None = None
+    budgets: np.ndarray | None = None
+    personalization: str = "sample"
+    seed: int = 0
+    orders: tuple | None = None
+    microbatch_size: int | None = None
+    eval_batch_size: int = 512
+
+    def to_json(self) -> dict:
+        """The scalar fields as JSON values; the budgets as their count and SHA-256 (they can be long)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "budgets"}
+        out["orders"] = None if self.orders is None else [float(a) for a in self.orders]
+        if self.budgets is not None:
+            b = np.ascontiguousarray(self.budgets, dtype=np.float64)
+            out["budgets"] = {"n": int(b.size), "sha256": hashlib.sha256(b.tobytes()).hexdigest()}
+        return out
+
+
+def _check_config(config: DPSGDConfig, n: int) -> None:
+    """Raise ValueError naming the first invalid field (and its valid range)."""
+    if not isinstance(config, DPSGDConfig):
+        raise ValueError(f"config must be a DPSGDConfig, got {type(config).__name__}")
+    check_array("epochs", config.epochs, 1.0, np.inf, integer=True)
+    check_array("batch_size", config.batch_size, 0.0, float(n), lo_open=True)
+    check_array("clip_norm", config.clip_norm, 0.0, np.inf, lo_open=True)
+    check_array("delta", config.delta, 0.0, 1.0, lo_open=True, hi_open=True)
+    check_array("seed", config.seed, 0.0, 2.0**32 - 1, integer=True)
+    check_array("eval_batch_size", config.eval_batch_size, 1.0, np.inf, integer=True)
+    if config.microbatch_size is not None:
+        check_array("microbatch_size", config.microbatch_size, 1.0, np.inf, integer=True)
+    if config.orders is not None:
+        check_orders(config.orders)
+    if config.epsilon is not None:
+        check_array("epsilon", config.epsilon, 0.0, np.inf, lo_open=True)
+    if config.noise_multiplier is not None:
+        check_array("noise_multiplier", config.noise_multiplier, 0.0, np.inf, lo_open=True)
+    if config.personalization not in PERSONALIZATION:
+        raise ValueError(f"personalization must be one of {PERSONALIZATION}, got {config.personalization!r}")
+    if config.budgets is not None:
+        budgets = np.asarray(config.budgets)
+        if budgets.ndim != 1 or budgets.size != n:
+            raise ValueError(f"budgets must be a 1-D array with one ε per training record ({n}), got shape {budgets.shape}")
+        check_array("budgets", budgets, 0.0, np.inf, lo_open=True)
+        if config.epsilon is not None:
+            raise ValueError("give either epsilon (one budget for all) or budgets (one per record), not both")
+        if config.personalization == "scale" and config.noise_multiplier is not None:
+            raise ValueError("personalization 'scale' calibrates one noise multiplier per group: leave noise_multiplier unset")
+        levels = np.unique(budgets).size
+        if config.personalization == "scale" and levels > MAX_SCALE_GROUPS:
+            raise ValueError(f"personalization 'scale' runs one clipping pass per distinct budget: budgets must have at "
+                             f"most {MAX_SCALE_GROUPS} distinct values, got {levels} (use levels:E@W,... or 'sample')")
+    elif config.epsilon is None and config.noise_multiplier is None:
+        raise ValueError("set epsilon (a target), noise_multiplier (a fixed σ) or budgets (per-record targets)")
+
+
+@dataclasses.dataclass(frozen=True)
+class PrivacyPlan:
+    """What the trainer runs and the accountant accounts, fixed before training.
+
+    Records are partitioned into groups g (``group_of_record``) sharing a rate ``rate[g]``, a noise
+    multiplier ``sigma[g]``, a clip norm ``clip[g]`` and a budget ``budget[g]`` (inf when none). The
+    noise added to the clipped sum has std ``noise_std`` = sigma[g]·clip[g] for every g, and the sum is
+    divided by ``expected_batch_size`` = Σ_i q_i.
+    """
+
+    mode: str
+    steps_per_epoch: int
+    total_steps: int
+    group_of_record: np.ndarray
+    budget: np.ndarray
+    rate: np.ndarray
+    sigma: np.ndarray
+    clip: np.ndarray
+    noise_std: float
+    expected_batch_size: float
+
+    @property
+    def record_rates(self) -> np.ndarray:
+        return self.rate[self.group_of_record]
+
+    @property
+    def record_clip(self) -> np.ndarray:
+        return self.clip[self.group_of_record]
+
+    def arrays(self) -> dict:
+        return {f"plan_{k}": getattr(self, k) for k in ("group_of_record", "budget", "rate", "sigma", "clip")}
+
+    def scalars(self) -> dict:
+        return {k: getattr(self, k) for k in ("mode", "steps_per_epoch", "total_steps", "noise_std", "expected_batch_size")}
+
+
+def _unattainable(what: str) -> ValueError:
+    return ValueError(f"{what} cannot be met with these orders and steps (ε(σ → ∞) is larger); raise it or train fewer steps")
+
+
+def _sample_mode_sigma(budgets, counts, mean_rate, steps, delta, orders) -> float:
+    """IDP-SGD "Sample": the σ at which the per-group calibrated rates have mean Σ n_g q_g / N = B/N.
+
+    Each q_g(σ) = :func:`jaxpriv.calibrate.sampling_rate` is exact and increasing in σ (more noise
+    permits more sampling), so the mean rate is increasing in σ; Brent's method on log σ solves it to
+    1e-10. The root only sets the batch size: privacy holds at any σ because every q_g is calibrated
+    at the σ finally used.
+    """
+    from scipy.optimize import brentq
+
+    weights = counts / counts.sum()
+
+    def gap(log_sigma):
+        q = calibrate.sampling_rate(budgets, math.exp(log_sigma), steps, delta, orders=orders)
+        return float(np.dot(weights, q)) - mean_rate
+
+    lo, hi = math.log(0.5), math.log(2.0)
+    for _ in range(40):  # expand the bracket by 4x per side: σ from ~1e-25 to ~1e24 at worst
+        g_lo, g_hi = gap(lo), gap(hi)
+        if g_lo < 0 <= g_hi:
+            break
+        if g_lo >= 0:
+            lo, hi = lo - math.log(4.0), lo
+        else:
+            lo, hi = hi, hi + math.log(4.0)
+    else:
+        raise _unattainable("the budgets")
+    return math.exp(brentq(gap, lo, hi, xtol=1e-10, rtol=1e-12))
+
+
+def plan_privacy(config: DPSGDConfig, n: int) -> PrivacyPlan:
+    """Calibrate the run's rates, noise multipliers and clip norms before training (SPEC §5, §6).
+
+    T = epochs · round(N / batch_size) steps are planned; each group's ε at T steps is ≤ its budget
+    (calibration is conservative, SPEC §5). See the module docstring for the configurations.
+
+    Args:
+      config: the run's :class:`DPSGDConfig`.
+      n: number of training records N ≥ 1.
+
+    Returns:
+      :class:`PrivacyPlan`.
+
+    Example:
+      >>> from jaxpriv.train.dpsgd import DPSGDConfig, plan_privacy
+      >>> plan = plan_privacy(DPSGDConfig(epochs=10, batch_size=100, epsilon=2.0, delta=1e-5), n=10_000)
+      >>> plan.total_steps, round(float(plan.sigma[0]), 4), plan.expected_batch_size
+      (1000, 1.0223, 100.0)
+    """
+    n = int(check_array("n", n, 1.0, np.inf, integer=True))
+    _check_config(config, n)
+    steps_per_epoch = max(1, int(round(n / config.batch_size)))
+    steps = config.epochs * steps_per_epoch
+    mean_rate = config.batch_size / n
+    delta, orders, clip = config.delta, config.orders, config.clip_norm
+    if config.budgets is not None:
+        budget, group = np.unique(np.asarray(config.budgets, dtype=np.float64), return_inverse=True)
+        counts = np.bincount(group, minlength=budget.size).astype(np.float64)
+        if config.personalization == "sample":
+            sigma = config.noise_multiplier
+            mode = "sample (σ given)" if sigma is not None else "sample"
+            if sigma is None:
+                sigma = _sample_mode_sigma(budget, counts, mean_rate, steps, delta, orders)
+            rate = np.asarray(calibrate.sampling_rate(budget, sigma, steps, delta, orders=orders), dtype=np.float64)
+            if np.any(rate <= 0):
+                raise _unattainable(f"budget {budget[rate <= 0][0]:g}")
+            sigmas, clips = np.full(budget.size, float(sigma)), np.full(budget.size, clip)
+        else:
+            mode = "scale"
+            rate = np.full(budget.size, mean_rate)
+            sigmas = np.asarray(calibrate.noise_multiplier(budget, mean_rate, steps, delta, orders=orders), dtype=np.float64)
+            if not np.all(np.isfinite(sigmas)):
+                raise _unattainable(f"budget {budget[~np.isfinite(sigmas)][0]:g}")
+            noise_std = clip * n / float(np.dot(counts, 1.0 / sigmas))
+            clips = noise_std / sigmas
+    else:
+        group = np.zeros(n, dtype=np.int64)
+        counts = np.array([float(n)])
+        budget = np.array([np.inf if config.epsilon is None else float(config.epsilon)])
+        if config.epsilon is None:
+            mode, rate, sigma = "fixed σ", mean_rate, config.noise_multiplier
+        elif config.noise_multiplier is None:
+            mode, rate = "σ for ε", mean_rate
+            sigma = float(calibrate.noise_multiplier(config.epsilon, mean_rate, steps, delta, orders=orders))
+            if not math.isfinite(sigma):
+                raise _unattainable(f"epsilon {config.epsilon:g}")
+        else:
+            mode, sigma = "q for ε", config.noise_multiplier
+            rate = float(calibrate.sampling_rate(config.epsilon, sigma, steps, delta, orders=orders))
+            if rate <= 0:
+                raise _unattainable(f"epsilon {config.epsilon:g}")
+        rate, sigmas, clips = np.array([float(rate)]), np.array([float(sigma)]), np.array([float(clip)])
+    noise_std = float(sigmas[0] * clips[0])
+    return PrivacyPlan(
+        mode=mode,
+        steps_per_epoch=steps_per_epoch,
+        total_steps=steps,
+        group_of_record=np.asarray(group, dtype=np.int64),
+        budget=np.asarray(budget, dtype=np.float64),
+        rate=np.asarray(rate, dtype=np.float64),
+        sigma=np.asarray(sigmas, dtype=np.float64),
+        clip=np.asarray(clips, dtype=np.float64),
+        noise_std=noise_std,
+        expected_batch_size=float(np.dot(counts, rate)),
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Accountant
+# --------------------------------------------------------------------------------------------------
+
+
+class GroupAccountant:
+    """Per-group RDP accountant of DP-SGD: group g takes T steps of the Poisson-subsampled Gaussian with
+    rate q_g and noise multiplier σ_g (the clipped sum has sensitivity C_g and noise std σ_g·C_g).
+
+    ε_g = min_α [T·ρ_PoiSG(α; q_g, σ_g) + improved conversion] (SPEC §1.3, §1.7, §1.8), evaluated by
+    :func:`jaxpriv.dpsgd_epsilon` itself — the core's kernel, so the trainer's ε is the core's ε for the
+    same events, to the last bit. All steps of a run are alike, so the state is the step count.
+
+    Args:
+      rates, sigmas: per-group q_g ∈ [0, 1] and σ_g > 0 (1-D, same length).
+      delta: δ ∈ (0, 1).
+      orders: Rényi orders (default :data:`jaxpriv.rdp.DEFAULT_ORDERS`).
+      steps: steps already taken (≥ 0).
+
+    Example:
+      >>> from jaxpriv.train.dpsgd import GroupAccountant
+      >>> acc = GroupAccountant([0.01], [1.1], delta=1e-5, steps=10_000)
+      >>> round(float(acc.epsilon()[0]), 4)
+      5.632
+    """
+
+    def __init__(self, rates, sigmas, delta: float, *, orders=None, steps: int = 0):
+        self.orders = check_orders(rdp.DEFAULT_ORDERS if orders is None else orders)
+        rates = np.atleast_1d(np.asarray(check_array("rates", rates, 0.0, 1.0)))
+        sigmas = np.atleast_1d(np.asarray(check_array("sigmas", sigmas, 0.0, np.inf, lo_open=True)))
+        if rates.ndim != 1 or rates.shape != sigmas.shape:
+            raise ValueError(f"rates and sigmas must be 1-D of the same length, got {rates.shape} and {sigmas.shape}")
+        self.delta = float(check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True))
+        self.steps = int(check_array("steps", steps, 0.0, np.inf, integer=True))
+        self.rates, self.sigmas = rates, sigmas
+
+    def epsilon(self, steps: int | None = None) -> np.ndarray:
+        """ε of every group after ``steps`` steps (default: the steps taken), float64 (G,)."""
+        steps = self.steps if steps is None else int(check_array("steps", steps, 0.0, np.inf, integer=True))
+        return np.asarray(dpsgd_epsilon(self.rates, self.sigmas, steps, self.delta, orders=self.orders),
+                          dtype=np.float64).reshape(-1)
+
+    def steps_within(self, budgets, limit: int) -> int:
+        """Largest k ≤ ``limit`` such that every group stays within its budget after k more steps
+        (ε is increasing in the number of steps: bisection on this very accountant's ε, so the reported
+        ε never exceeds a budget)."""
+        budgets = np.asarray(budgets, dtype=np.float64)
+        limit = int(check_array("limit", limit, 0.0, np.inf, integer=True))
+        within = lambda k: bool(np.all(self.epsilon(self.steps + k) <= budgets))  # noqa: E731
+        if within(limit):
+            return limit
+        if not within(0):  # already over budget (a resumed run that was stopped)
+            return 0
+        lo, hi = 0, limit  # invariant: within(lo) and not within(hi)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if within(mid) else (lo, mid)
+        return lo
+
+
+# --------------------------------------------------------------------------------------------------
+# Models and loss
+# --------------------------------------------------------------------------------------------------
+
+
+def cross_entropy_loss(model, inputs, labels, key=None):
+    """Per-example softmax cross-entropy −log softmax(model(x))_y of an NNX classifier, in the clipping
+    interface ``loss_fn(model, inputs, labels, key) → (B,)``. ``key`` is unused (no stochastic layers).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from flax import nnx
+      >>> from jaxpriv.train.dpsgd import MLP, cross_entropy_loss
+      >>> model = MLP(4, (8,), 3, rngs=nnx.Rngs(0))
+      >>> cross_entropy_loss(model, jnp.ones((5, 4)), jnp.zeros(5, jnp.int32)).shape
+      (5,)
+    """
+    return optax.softmax_cross_entropy_with_integer_labels(model(inputs), labels)
+
+
+class MLP(nnx.Module):
+    """Multilayer perceptron with tanh activations (bounded activations suit DP-SGD's clipping: Papernot
+    et al. 2021, "Tempered sigmoid activations"). Inputs of any shape are flattened.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from flax import nnx
+      >>> from jaxpriv.train.dpsgd import MLP
+      >>> MLP(64, (32,), 10, rngs=nnx.Rngs(0))(jnp.ones((2, 64))).shape
+      (2, 10)
+    """
+
+    def __init__(self, in_features: int, hidden: tuple = (128,), num_classes: int = 10, *, rngs: nnx.Rngs):
+        sizes = (in_features,) + tuple(hidden)
+        self.layers = nnx.List([nnx.Linear(a, b, rngs=rngs) for a, b in zip(sizes[:-1], sizes[1:])])
+        self.head = nnx.Linear(sizes[-1], num_classes, rngs=rngs)
+
+    def __call__(self, x):
+        x = x.reshape(x.shape[0], -1)
+        for layer in self.layers:
+            x = jnp.tanh(layer(x))
+        return self.head(x)
+
+
+class CNN(nnx.Module):
+    """Small convolutional network for square images (e.g. digits' 8×8): two 3×3 convolutions with tanh
+    and 2×2 average pooling, then a linear head. Flat inputs are reshaped to (side, side, channels).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from flax import nnx
+      >>> from jaxpriv.train.dpsgd import CNN
+      >>> CNN(8, 1, 10, rngs=nnx.Rngs(0))(jnp.ones((2, 64))).shape
+      (2, 10)
+    """
+
+    def __init__(self, side: int, channels: int = 1, num_classes: int = 10, width: int = 16, *, rngs: nnx.Rngs):
+        self.side, self.channels = side, channels
+        self.conv1 = nnx.Conv(channels, width, kernel_size=(3, 3), rngs=rngs)
+        self.conv2 = nnx.Conv(width, 2 * width, kernel_size=(3, 3), rngs=rngs)
+        pooled = side // 4
+        self.head = nnx.Linear(2 * width * pooled * pooled, num_classes, rngs=rngs)
+
+    def __call__(self, x):
+        x = x.reshape(x.shape[0], self.side, self.side, self.channels)
+        x = nnx.avg_pool(jnp.tanh(self.conv1(x)), window_shape=(2, 2), strides=(2, 2))
+        x = nnx.avg_pool(jnp.tanh(self.conv2(x)), window_shape=(2, 2), strides=(2, 2))
+        return self.head(x.reshape(x.shape[0], -1))
+
+
+# --------------------------------------------------------------------------------------------------
+# Results
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class EpochRecord:
+    """After an epoch: cumulative steps, test accuracy and loss, the largest ε over records (the run's
+    guarantee), the wall time since the run (or its resumption) started, and every group's ε (in the
+    order of the plan's groups)."""
+
+    epoch: int
+    steps: int
+    test_accuracy: float
+    test_loss: float
+    epsilon: float
+    seconds: float
+    group_epsilon: tuple = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainResult:
+    """Outcome of :func:`train`. ``epsilon`` is the spent ε of the worst-off record (max over groups);
+    ``group_epsilon[g]`` the spent ε of group g (see ``plan``); ``stopped`` is ``"completed"`` or
+    ``"budget"`` (the next step would have exceeded a budget). ``buckets`` are the padded batch sizes
+    used and ``compiled_steps`` the number of compilations of the step (one per bucket)."""
+
+    history: list
+    test_accuracy: float
+    epsilon: float
+    group_epsilon: np.ndarray
+    delta: float
+    plan: PrivacyPlan
+    steps: int
+    stopped: str
+    buckets: tuple
+    compiled_steps: int
+    seconds: float
+
+    def record_epsilon(self) -> np.ndarray:
+        """Spent ε of every training record."""
+        return self.group_epsilon[self.plan.group_of_record]
+
+    def to_json(self) -> dict:
+        finite = lambda x: float(x) if math.isfinite(x) else None
+        return {
+            "test_accuracy": self.test_accuracy,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "steps": self.steps,
+            "stopped": self.stopped,
+            "seconds": self.seconds,
+            "plan": {
+                **self.plan.scalars(),
+                "groups": [
+                    {"budget": finite(b), "records": int(c), "rate": float(q), "noise_multiplier": float(s),
+                     "clip_norm": float(cl), "epsilon": float(e)}
+                    for b, c, q, s, cl, e in zip(self.plan.budget, np.bincount(self.plan.group_of_record,
+                                                                                minlength=self.plan.budget.size),
+                                                 self.plan.rate, self.plan.sigma, self.plan.clip, self.group_epsilon)
+                ],
+            },
+            "history": [dataclasses.asdict(r) for r in self.history],
+        }
+
+
+# --------------------------------------------------------------------------------------------------
+# Checkpoints
+# --------------------------------------------------------------------------------------------------
+
+_META = "latest.json"
+
+
+def _is_key(x) -> bool:
+    return hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def _leaves_to_arrays(prefix: str, tree) -> dict:
+    """Flattened pytree leaves as numpy arrays (typed PRNG keys as their raw key data)."""
+    leaves = jax.tree_util.tree_leaves(tree)
+    return {f"{prefix}{i}": np.asarray(jax.random.key_data(x) if _is_key(x) else x) for i, x in enumerate(leaves)}
+
+
+def _arrays_to_tree(prefix: str, arrays, template):
+    """Rebuild a pytree shaped like ``template`` from saved leaves, checking every shape and dtype."""
+    leaves, treedef = jax.tree_util.tree_flatten(template)
+    names = sorted((k for k in arrays if k.startswith(prefix)), key=lambda k: int(k[len(prefix):]))
+    if len(names) != len(leaves):
+        raise ValueError(f"checkpoint does not match the model/optimizer: {len(names)} saved {prefix!r} arrays, "
+                         f"{len(leaves)} expected")
+    restored = []
+    for name, ref in zip(names, leaves):
+        value = arrays[name]
+        if _is_key(ref):
+            value = jax.random.wrap_key_data(value, impl=jax.random.key_impl(ref))
+        elif value.shape != np.shape(ref) or value.dtype != np.asarray(ref).dtype:
+            raise ValueError(f"checkpoint does not match the model/optimizer: {name} has shape {value.shape} "
+                             f"{value.dtype}, expected {np.shape(ref)} {np.asarray(ref).dtype}")
+        restored.append(jnp.asarray(value) if not _is_key(ref) else value)
+    return jax.tree_util.tree_unflatten(treedef, restored)
+
+
+def _save_checkpoint(directory: str, epoch: int, arrays: dict, meta: dict) -> None:
+    """Arrays first, then the JSON that names them (atomic renames): a crash at any point leaves the
+    previous checkpoint intact and readable."""
+    os.makedirs(directory, exist_ok=True)
+    name = f"checkpoint-{epoch:05d}.npz"
+    tmp = os.path.join(directory, name + ".tmp")
+    with open(tmp, "wb") as f:
+        np.savez(f, **arrays)
+    os.replace(tmp, os.path.join(directory, name))
+    tmp = os.path.join(directory, _META + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({**meta, "arrays": name}, f)
+    os.replace(tmp, os.path.join(directory, _META))
+    for old in glob.glob(os.path.join(directory, "checkpoint-*.npz")):
+        if os.path.basename(old) != name:
+            os.remove(old)
+
+
+def _load_checkpoint(directory: str):
+    path = os.path.join(directory, _META)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        meta = json.load(f)
+    with np.load(os.path.join(directory, meta["arrays"])) as stored:
+        return meta, dict(stored)
+
+
+def _fingerprint(config: DPSGDConfig, data) -> str:
+    """Identity of a run: the configuration and the training data (a checkpoint resumes only its own run)."""
+    h = hashlib.sha256(json.dumps(config.to_json(), sort_keys=True).encode())
+    for a in (data.x_train, data.y_train):
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------------------------------
+# Trainer
+# --------------------------------------------------------------------------------------------------
+
+
+def _seeds(seed: int) -> tuple[int, int, int]:
+    """Independent seeds for the sampler, the noise and the loss function's keys, from one seed."""
+    return tuple(int(s) for s in np.random.SeedSequence(seed).generate_state(3))
+
+
+def _make_step(graphdef, rest, tx, loss_fn, config: DPSGDConfig, group_clip: np.ndarray):
+    """The jitted DP-SGD step (graphdef, loss, optimizer and clip norms static; compiled per bucket).
+
+    With one clip norm: one clipped sum. With per-group clip norms ("scale"): one clipped sum per group,
+    each masked to the group's records, added — every record is clipped to its own C_g and the total
+    has per-record sensitivity C_g, exactly as one pass with per-example norms would give.
+    """
+    from .clipping import split_clipped_grad_sum
+
+    clips = [float(c) for c in group_clip]
+
+    def step(params, opt_state, x, y, group, indices, mask, key):
+        xb, yb = x[indices], y[indices]
+        clipped = functools.partial(split_clipped_grad_sum, loss_fn, graphdef, params, rest, xb, yb, key=key,
+                                    microbatch_size=config.microbatch_size)
+        if len(clips) == 1:
+            grads = clipped(clip_norm=clips[0], mask=mask).grads
+        else:
+            member = group[indices]
+            parts = [clipped(clip_norm=c, mask=mask & (member == g)).grads for g, c in enumerate(clips)]
+            grads = jax.tree.map(lambda *g: sum(g), *parts)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state
+
+    return jax.jit(step)
+
+
+def _make_evaluate(graphdef, batch: int):
+    """Jitted test accuracy and mean cross-entropy, in chunks of ``batch`` examples (masked padding)."""
+
+    @jax.jit
+    def evaluate(params, rest, x, y, mask):
+        model = nnx.merge(graphdef, params, rest)
+        model.eval()  # dropout off, whatever the training graph says (this copy is discarded)
+
+        def chunk(carry, xs):
+            xb, yb, mb = xs
+            logits = model(xb)
+            correct = jnp.sum((jnp.argmax(logits, -1) == yb) & mb, dtype=jnp.int32)
+            loss = jnp.sum(jnp.where(mb, optax.softmax_cross_entropy_with_integer_labels(logits, yb), 0.0),
+                           dtype=jnp.float32)
+            return (carry[0] + correct, carry[1] + loss), None
+
+        shape = lambda a: a.reshape((-1, batch) + a.shape[1:])  # noqa: E731
+        (correct, loss), _ = jax.lax.scan(chunk, (jnp.int32(0), jnp.float32(0.0)), (shape(x), shape(y), shape(mask)))
+        n = jnp.sum(mask)
+        return correct / n, loss / n
+
+    return evaluate
+
+
+def _padded_test_set(data, batch: int):
+    n = data.x_test.shape[0]
+    pad = (-n) % batch
+    x = np.concatenate([data.x_test, np.zeros((pad,) + data.x_test.shape[1:], data.x_test.dtype)])
+    y = np.concatenate([data.y_test, np.zeros(pad, data.y_test.dtype)])
+    return jnp.asarray(x), jnp.asarray(y), jnp.asarray(np.arange(n + pad) < n)
+
+
+def train(
+    model: nnx.Module,
+    optimizer: optax.GradientTransformation,
+    data,
+    config: DPSGDConfig,
+    *,
+    loss_fn: Callable | None = None,
+    progress: bool = True,
+    checkpoint_dir: str | None = None,
+    callback: Callable[[EpochRecord], None] | None = None,
+) -> TrainResult:
+    """Train ``model`` in place with DP-SGD and account its privacy after every epoch (SPEC §6).
+
+    Each step: Poisson sample with the plan's per-record rates, pad to a bucket, clip per example to
+    the record's clip norm and sum, add Gaussian noise of std s = σ·C
+    (:func:`jaxpriv.train.noise.gaussian_noise`), divide by the expected batch size Σ_i q_i, and apply
+    ``optimizer``. See the module docstring for the privacy configurations and the stopping rule.
+
+    Args:
+      model: a Flax NNX classifier mapping a batch of inputs to logits; updated in place.
+      optimizer: any Optax transformation (e.g. ``optax.sgd(0.5, momentum=0.9)``); the noise is chained
+        in front of it.
+      data: a :class:`jaxpriv.train.data.Dataset` (``x_train, y_train, x_test, y_test``).
+      config: :class:`DPSGDConfig`.
+      loss_fn: ``loss_fn(model, inputs, labels, key) → (B,)`` per-example losses (default
+        :func:`cross_entropy_loss`).
+      progress: show a rich progress bar with the epoch, accuracy and ε.
+      checkpoint_dir: save a checkpoint after every epoch here, and resume from it when it holds one of
+        the same run (same configuration and data; otherwise ``ValueError``).
+      callback: called with each :class:`EpochRecord` after its checkpoint is written.
+
+    Returns:
+      :class:`TrainResult`.
+
+    Example:
+      >>> import optax
+      >>> from flax import nnx
+      >>> from jaxpriv.train import data, dpsgd
+      >>> d = data.load("breast_cancer", seed=0)
+      >>> model = dpsgd.MLP(30, (16,), 2, rngs=nnx.Rngs(0))
+      >>> config = dpsgd.DPSGDConfig(epochs=3, batch_size=64, epsilon=3.0, delta=1e-5)
+      >>> result = dpsgd.train(model, optax.sgd(0.5), d, config, progress=False)
+      >>> result.epsilon <= 3.0, result.steps, result.test_accuracy > 0.8
+      (True, 21, True)
+    """
+    from .noise import gaussian_noise
+
+    n = int(data.x_train.shape[0])
+    _check_config(config, n)
+    if not isinstance(model, nnx.Module):
+        raise ValueError(f"model must be a flax.nnx.Module, got {type(model).__name__}")
+    if not (hasattr(optimizer, "init") and hasattr(optimizer, "update")):
+        raise ValueError(f"optimizer must be an optax.GradientTransformation, got {type(optimizer).__name__}")
+    if data.y_train.shape != (n,) or data.x_test.shape[0] != data.y_test.shape[0] or data.x_test.shape[0] == 0:
+        raise ValueError("data must hold x_train (N, ...), y_train (N,), and a non-empty x_test with matching y_test")
+    loss_fn = cross_entropy_loss if loss_fn is None else loss_fn
+    fingerprint = _fingerprint(config, data)
+    saved = _load_checkpoint(checkpoint_dir) if checkpoint_dir else None
+    if saved is not None and saved[0]["fingerprint"] != fingerprint:
+        raise ValueError(f"checkpoint_dir {checkpoint_dir!r} holds a different run (configuration or data differ)")
+
+    if saved is None:
+        plan = plan_privacy(config, n)
+    else:
+        meta, arrays = saved
+        plan = PrivacyPlan(**meta["plan"], **{k[len("plan_"):]: arrays[k] for k in arrays if k.startswith("plan_")})
+    sampler_seed, noise_seed, loss_seed = _seeds(config.seed)
+    sampler = PoissonSampler(plan.record_rates, seed=sampler_seed)
+    tx = optax.chain(gaussian_noise(plan.noise_std, seed=noise_seed, normalize_by=plan.expected_batch_size), optimizer)
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    opt_state = tx.init(params)
+    accountant = GroupAccountant(plan.rate, plan.sigma, config.delta, orders=config.orders)
+    history: list[EpochRecord] = []
+    start_epoch = 0
+    if saved is not None:
+        params = _arrays_to_tree("params_", arrays, params)
+        rest = _arrays_to_tree("rest_", arrays, rest)
+        opt_state = _arrays_to_tree("opt_", arrays, opt_state)
+        accountant.steps = int(meta["steps"])
+        history = [EpochRecord(**{**r, "group_epsilon": tuple(r["group_epsilon"])}) for r in meta["history"]]
+        start_epoch = int(meta["epoch"])
+        nnx.update(model, params, rest)
+
+    group_clip = np.unique(plan.clip)
+    # records → index into group_clip (groups with equal clip norms share a pass)
+    clip_group = jnp.asarray(np.searchsorted(group_clip, plan.record_clip).astype(np.int32))
+    step = _make_step(graphdef, rest, tx, loss_fn, config, group_clip)
+    evaluate = _make_evaluate(graphdef, int(config.eval_batch_size))
+    x, y = jnp.asarray(data.x_train), jnp.asarray(data.y_train)
+    test = _padded_test_set(data, int(config.eval_batch_size))
+    loss_key = jax.random.key(loss_seed)
+    buckets: set[int] = set()
+    stopped = "completed"
+    started = time.perf_counter()
+
+    bar = None
+    if progress:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                       TextColumn("{task.fields[status]}"))
+        bar.start()
+        task = bar.add_task("DP-SGD", total=plan.total_steps, completed=accountant.steps, status="")
+    try:
+        for epoch in range(start_epoch, config.epochs):
+            allowed = accountant.steps_within(plan.budget, plan.steps_per_epoch)
+            if allowed == 0:
+                stopped = "budget"
+                break
+            for _ in range(allowed):
+                t = accountant.steps
+                batch = sampler.sample(t)
+                buckets.add(int(batch.indices.shape[0]))
+                params, opt_state = step(params, opt_state, x, y, clip_group, batch.indices, batch.mask,
+                                         jax.random.fold_in(loss_key, t))
+                accountant.steps += 1
+                if bar is not None:
+                    bar.update(task, advance=1)
+            accuracy, loss = (float(v) for v in evaluate(params, rest, *test))
+            eps = accountant.epsilon()
+            record = EpochRecord(epoch + 1, accountant.steps, accuracy, loss, float(eps.max()),
+                                 time.perf_counter() - started, tuple(float(e) for e in eps))
+            history.append(record)
+            if bar is not None:
+                bar.update(task, description=f"epoch {epoch + 1}/{config.epochs}",
+                           status=f"accuracy {accuracy:.3f}  ε {record.epsilon:.3f}")
+            if checkpoint_dir:
+                meta = {"fingerprint": fingerprint, "epoch": epoch + 1, "steps": accountant.steps,
+                        "plan": plan.scalars(), "history": [dataclasses.asdict(r) for r in history],
+                        "config": config.to_json()}
+                _save_checkpoint(checkpoint_dir, epoch + 1,
+                                 {**_leaves_to_arrays("params_", params), **_leaves_to_arrays("rest_", rest),
+                                  **_leaves_to_arrays("opt_", opt_state),
+                                  **plan.arrays()}, meta)
+            if callback is not None:
+                callback(record)
+            if allowed < plan.steps_per_epoch:
+                stopped = "budget"
+                break
+    finally:
+        if bar is not None:
+            bar.stop()
+        nnx.update(model, params)
+
+    group_eps = accountant.epsilon()
+    if history:
+        accuracy = history[-1].test_accuracy
+    else:
+        accuracy = float(evaluate(params, rest, *test)[0])
+    return TrainResult(
+        history=history,
+        test_accuracy=accuracy,
+        epsilon=float(group_eps.max()),
+        group_epsilon=group_eps,
+        delta=config.delta,
+        plan=plan,
+        steps=accountant.steps,
+        stopped=stopped,
+        buckets=tuple(sorted(buckets)),
+        compiled_steps=int(step._cache_size()),
+        seconds=time.perf_counter() - started,
+    )
+
+
+def plot_learning_curve(history, path: str, title: str = "DP-SGD") -> str:
+    """Learning curve of a run: test accuracy (left axis) and spent ε (right axis) after each epoch.
+
+    Drawn on a bare :class:`matplotlib.figure.Figure` (Agg canvas): the caller's pyplot backend is never
+    touched.
+
+    Args:
+      history: :class:`EpochRecord` list (``TrainResult.history``), non-empty.
+      path: output file; the format follows the extension (``.png``, ``.pdf``, ``.svg``).
+      title: figure title.
+
+    Returns:
+      ``path``.
+
+    Example:
+      >>> import os, tempfile
+      >>> from jaxpriv.train.dpsgd import EpochRecord, plot_learning_curve
+      >>> h = [EpochRecord(1, 10, 0.8, 0.6, 1.2, 0.1), EpochRecord(2, 20, 0.9, 0.4, 1.9, 0.2)]
+      >>> path = plot_learning_curve(h, os.path.join(tempfile.mkdtemp(), "curve.png"))
+      >>> os.path.getsize(path) > 0
+      True
+    """
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    if not history:
+        raise ValueError("history is empty: nothing to plot (the run took no epoch)")
+    epochs = [r.epoch for r in history]
+    fig = Figure(figsize=(7.0, 4.5), layout="constrained")
+    ax = fig.add_subplot()
+    ax.plot(epochs, [r.test_accuracy for r in history], marker="o", color="tab:blue", label="test accuracy")
+    ax.set_xlabel("epoch")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel("test accuracy", color="tab:blue")
+    ax.set_ylim(0.0, 1.0)
+    ax.grid(alpha=0.3)
+    eps_ax = ax.twinx()
+    eps_ax.plot(epochs, [r.epsilon for r in history], marker="s", color="tab:red", label="ε spent")
+    eps_ax.set_ylabel("ε spent (RDP accountant)", color="tab:red")
+    eps_ax.set_ylim(bottom=0.0)
+    ax.set_title(title)
+    fig.savefig(path, dpi=120)
+    return path

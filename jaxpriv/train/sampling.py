@@ -1,0 +1,208 @@
+"""Poisson sampling on device, with fixed-shape padded batches (SPEC §6, DP-SGD).
+
+Every step includes record i independently with probability q_i: one rate for all records (DP-SGD),
+or one per record (IDP-SGD "Sample", rPDP-FL). The realised batch has a random size, but a jitted step
+needs a fixed shape, so the selected indices are padded to a *bucket* with a boolean mask. Buckets are
+few fixed sizes — the first one a high quantile of the batch-size law, then doublings up to the
+dataset size — so a step compiles once per bucket, the second bucket is almost never used, and no
+sampled record is ever dropped.
+
+Inclusion is decided on 32-bit random integers: record i is in the batch when its draw is below
+⌊q_i·2³²⌋ (always when q_i = 1). Its inclusion probability is therefore ⌊q_i·2³²⌋/2³² ∈ (q_i − 2⁻³², q_i]:
+never above q_i, so accounting at q_i (the subsampled-Gaussian RDP increases with q) stays conservative,
+unlike a float32 uniform compared with q_i, which can exceed q_i by 2⁻²⁴.
+
+Sampling is stateless: the draw of step t uses ``fold_in(key(seed), t)``, so (seed, t) is the whole
+sampler state — a resumed run draws exactly the batches the uninterrupted run would have drawn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._numerics import check_array
+
+__all__ = ["Batch", "PoissonSampler", "expected_batch_size", "bucket_sizes", "inclusion_probability"]
+
+_TWO32 = 2.0**32
+
+
+def _check_rates(rates) -> np.ndarray:
+    arr = np.asarray(check_array("rates", rates, 0.0, 1.0))
+    if arr.ndim != 1:
+        raise ValueError(f"rates must be a 1-D array with one rate per record, got shape {arr.shape}")
+    if not np.any(arr > 0):
+        raise ValueError("rates must not all be 0 (no record could ever be sampled)")
+    return arr
+
+
+def expected_batch_size(rates) -> float:
+    """Expected batch size Σ_i q_i of Poisson sampling: the normaliser of DP-SGD's noisy sum (SPEC §6;
+    never the realised size, which would leak through the division).
+
+    Args:
+      rates: 1-D array of per-record rates in [0, 1], not all 0.
+
+    Returns:
+      Σ q_i as a Python float (float64 arithmetic).
+
+    Example:
+      >>> from jaxpriv.train.sampling import expected_batch_size
+      >>> expected_batch_size([0.5, 0.25, 0.25])
+      1.0
+    """
+    return float(np.sum(_check_rates(rates), dtype=np.float64))
+
+
+def inclusion_probability(rates) -> np.ndarray:
+    """The exact inclusion probability the sampler realises for each rate: ⌊q·2³²⌋/2³², and 1 for q = 1.
+
+    Always in (q − 2⁻³², q] (module docstring), so privacy accounted at q is never optimistic.
+
+    Args:
+      rates: 1-D per-record rates in [0, 1], not all 0.
+
+    Returns:
+      float64 array of the realised inclusion probabilities.
+
+    Example:
+      >>> from jaxpriv.train.sampling import inclusion_probability
+      >>> p = inclusion_probability([0.1, 1.0])
+      >>> bool(0.1 - 2**-32 < p[0] <= 0.1), float(p[1])
+      (True, 1.0)
+    """
+    q = _check_rates(rates)
+    return np.where(q >= 1.0, 1.0, _thresholds(q).astype(np.float64) / _TWO32)
+
+
+def _thresholds(q: np.ndarray) -> np.ndarray:
+    # float64 holds q·2³² to well under one unit, so floor() rounds toward the safe side.
+    return np.minimum(np.floor(q * _TWO32), _TWO32 - 1).astype(np.uint32)
+
+
+def bucket_sizes(rates, *, overflow: float = 1e-6, multiple: int = 8) -> tuple[int, ...]:
+    """Fixed padded batch sizes for Poisson sampling with these rates.
+
+    The first bucket b₀ bounds the realised size S = Σ_i Bernoulli(q_i) with probability ≥ 1 − ``overflow``
+    by Bernstein's inequality, P(S ≥ μ + t) ≤ exp(−t² / (2(v + t/3))) with μ = Σq_i, v = Σq_i(1−q_i),
+    rounded up to a multiple of ``multiple``. The next buckets double b₀, and the last one is the number
+    of records, so every realisation fits in some bucket (nothing is ever dropped) while only the first
+    bucket is compiled in practice.
+
+    Args:
+      rates: 1-D per-record rates in [0, 1], not all 0.
+      overflow: target probability in (0, 1) that a step needs more than the first bucket.
+      multiple: bucket sizes are multiples of this integer ≥ 1 (except the last, the record count).
+
+    Returns:
+      Increasing tuple of bucket sizes; the last equals the number of records.
+
+    Example:
+      >>> from jaxpriv.train.sampling import bucket_sizes
+      >>> bucket_sizes([0.01] * 10_000)
+      (160, 320, 640, 1280, 2560, 5120, 10000)
+    """
+    q = _check_rates(rates)
+    overflow = float(check_array("overflow", overflow, 0.0, 1.0, lo_open=True, hi_open=True))
+    multiple = int(check_array("multiple", multiple, 1.0, np.inf, integer=True))
+    mean, var = float(q.sum()), float((q * (1.0 - q)).sum())
+    log_inv = math.log(1.0 / overflow)
+    t = log_inv / 3.0 + math.sqrt((log_inv / 3.0) ** 2 + 2.0 * var * log_inv)
+    first = max(multiple, multiple * math.ceil(math.ceil(mean + t) / multiple))
+    n = q.size
+    sizes, size = [], first
+    while size < n:
+        sizes.append(size)
+        size *= 2
+    sizes.append(n)
+    return tuple(sizes)
+
+
+@dataclasses.dataclass(frozen=True)
+class Batch:
+    """One Poisson sample, padded: ``indices`` (bucket,) int32 record ids (padding points at record 0),
+    ``mask`` (bucket,) bool — True for sampled records — and ``size``, the realised batch size."""
+
+    indices: jax.Array
+    mask: jax.Array
+    size: int
+    step: int
+
+
+@jax.jit
+def _draw(key, thresholds, always):
+    bits = jax.random.bits(key, thresholds.shape, dtype=jnp.uint32)
+    selected = (bits < thresholds) | always
+    return selected, jnp.sum(selected, dtype=jnp.int32)
+
+
+@functools.partial(jax.jit, static_argnames=("size",))
+def _pad(selected, size: int):
+    (indices,) = jnp.nonzero(selected, size=size, fill_value=0)
+    return indices.astype(jnp.int32), jnp.arange(size) < jnp.sum(selected)
+
+
+class PoissonSampler:
+    """Poisson sampling of record indices with per-record rates, padded to fixed bucket sizes.
+
+    The draw runs on device (one uint32 per record); only the realised size crosses to the host, to
+    pick the bucket. Source: DP-SGD with Poisson sampling (Abadi et al. 2016; SPEC §6); per-record rates
+    as in IDP-SGD "Sample" (Boenisch et al. 2023) and rPDP-FL (Liu et al., SPEC §6).
+
+    Args:
+      rates: scalar rate shared by ``n`` records, or a 1-D array with one rate per record, in [0, 1].
+      seed: integer ≥ 0; the batch of step t depends only on (seed, t, rates).
+      n: number of records when ``rates`` is a scalar.
+      buckets: increasing bucket sizes, the last ≥ the number of records (default :func:`bucket_sizes`).
+
+    Example:
+      >>> from jaxpriv.train.sampling import PoissonSampler
+      >>> sampler = PoissonSampler(0.01, seed=0, n=10_000)
+      >>> batch = sampler.sample(step=0)
+      >>> batch.indices.shape == batch.mask.shape == (160,), int(batch.mask.sum()) == batch.size
+      (True, True)
+    """
+
+    def __init__(self, rates, *, seed: int, n: int | None = None, buckets=None):
+        if np.ndim(rates) == 0:
+            if n is None:
+                raise ValueError("n (the number of records) is required when rates is a scalar")
+            n = int(check_array("n", n, 1.0, np.inf, integer=True))
+            rates = np.full(n, float(check_array("rates", rates, 0.0, 1.0)))
+        self.rates = _check_rates(rates)
+        self.seed = int(check_array("seed", seed, 0.0, 2.0**63 - 1, integer=True))
+        if buckets is None:
+            buckets = bucket_sizes(self.rates)
+        buckets = np.asarray(check_array("buckets", buckets, 1.0, np.inf, integer=True)).astype(int)
+        if buckets.ndim != 1 or np.any(np.diff(buckets) <= 0) or buckets[-1] < self.rates.size:
+            raise ValueError(
+                f"buckets must be increasing and the last must be ≥ the number of records ({self.rates.size}), "
+                f"got {buckets.tolist()}"
+            )
+        self.buckets = tuple(int(b) for b in buckets)
+        self.expected_size = float(self.rates.sum())
+        self._key = jax.random.key(self.seed)
+        self._thresholds = jnp.asarray(_thresholds(self.rates))
+        self._always = jnp.asarray(self.rates >= 1.0)
+
+    @property
+    def n(self) -> int:
+        return int(self.rates.size)
+
+    def bucket_for(self, size: int) -> int:
+        """Smallest bucket that holds ``size`` records."""
+        return next(b for b in self.buckets if b >= size)
+
+    def sample(self, step: int) -> Batch:
+        """The Poisson batch of step ``step`` (an integer ≥ 0), padded to its bucket."""
+        step = int(check_array("step", step, 0.0, 2.0**31 - 1, integer=True))
+        selected, count = _draw(jax.random.fold_in(self._key, step), self._thresholds, self._always)
+        size = int(count)
+        indices, mask = _pad(selected, self.bucket_for(size))
+        return Batch(indices, mask, size, step)
