@@ -80,3 +80,17 @@ def print_header(info: dict, mode: str, title: str, note: str) -> None:
     say()
     say(note)
     say()
+
+
+def table(header, rows, cell=str) -> str:
+    """A markdown table; ``cell`` formats every non-string entry."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(c if isinstance(c, str) else cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def ms(seconds) -> str:
+    """A duration in ms below one second, in s above; "–" for None."""
+    if seconds is None:
+        return "–"
+    return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"

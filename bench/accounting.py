@@ -45,6 +45,11 @@ import jaxpriv  # noqa: E402
 import _common as common  # noqa: E402  (bench/ is the script's directory)
 from _common import first_and_repeats, say, timed  # noqa: E402
 
+
+def table(header, rows) -> str:
+    return common.table(header, rows, cell=fmt)
+
+
 import jax  # noqa: E402
 from jaxpriv import calibrate, rdp  # noqa: E402
 
@@ -87,8 +92,6 @@ ORDER_SETS = {
 # --------------------------------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------------------------------
-
-
 
 
 
@@ -147,11 +150,7 @@ def fmt(x, digits=3):
 
 
 def table(header, rows) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(fmt(c) if not isinstance(c, str) else c for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
+    return common.table(header, rows, cell=fmt)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -55,7 +55,7 @@ if os.path.isfile(os.path.join(_ROOT, "jaxpriv", "__init__.py")):
 import jaxpriv  # noqa: E402
 
 import _common as common  # noqa: E402  (bench/ is the script's directory)
-from _common import say  # noqa: E402
+from _common import say, table  # noqa: E402
 
 import flax  # noqa: E402
 import jax  # noqa: E402
@@ -413,10 +413,6 @@ def time_contenders(contenders, rounds: int, steps: int, warmup: int) -> dict:
 # report
 # --------------------------------------------------------------------------------------------------
 
-
-def table(header, rows) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    return "\n".join(lines + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows])
 
 
 def versions(jp_mods, op_mods) -> dict:

@@ -38,7 +38,7 @@ if os.path.isfile(os.path.join(_ROOT, "jaxpriv", "__init__.py")):
 import jaxpriv  # noqa: E402
 
 import _common as common  # noqa: E402  (bench/ is the script's directory)
-from _common import first_and_repeats, say, timed  # noqa: E402
+from _common import first_and_repeats, ms, say, table, timed  # noqa: E402
 
 import jax  # noqa: E402
 import scipy  # noqa: E402
@@ -92,18 +92,8 @@ def scipy_epsilon(eps0: float, n: int, delta: float) -> tuple[float, int]:
 
 
 
-def table(header, rows) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
-
-
-def ms(seconds) -> str:
-    if seconds is None:
-        return "–"
-    return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
 
 
 def machine_info() -> dict:

@@ -1,0 +1,61 @@
+"""Federated learning simulation (SPEC §6; DESIGN "Federated learning is vmap over clients").
+
+:mod:`~jaxpriv.federated.partition` splits a dataset into per-client datasets (IID, Dirichlet label skew,
+McMahan shards) and stacks them into fixed-shape padded arrays; :mod:`~jaxpriv.federated.simulator` runs
+FedAvg / FedProx with the clients as a vmapped (and device-sharded) axis, with the local update and the
+server's aggregation as pluggable pure functions; :mod:`~jaxpriv.federated.rpdp_accounting` is rPDP-FL's
+per-record budget accountant with its baselines (SCF curve fit, Minimum, Dropout, PrivacyFree).
+"""
+
+from . import partition, rpdp_accounting, simulator
+from .partition import ClientData, Partition
+from .rpdp_accounting import (
+    BudgetAccountant,
+    SCFApproximateFit,
+    dropout_rates,
+    minimum_rates,
+    privacy_free_rates,
+    scf_fit,
+    scf_sampling_rate,
+)
+from .simulator import (
+    Aggregator,
+    FederatedResult,
+    LocalResult,
+    LocalUpdate,
+    RoundRecord,
+    ServerState,
+    default_chunk_size,
+    fedavg_local_sgd,
+    make_round,
+    mean_aggregator,
+    round_keys,
+    run,
+)
+
+__all__ = [
+    "partition",
+    "simulator",
+    "rpdp_accounting",
+    "BudgetAccountant",
+    "SCFApproximateFit",
+    "scf_fit",
+    "scf_sampling_rate",
+    "minimum_rates",
+    "dropout_rates",
+    "privacy_free_rates",
+    "ClientData",
+    "Partition",
+    "Aggregator",
+    "FederatedResult",
+    "LocalResult",
+    "LocalUpdate",
+    "RoundRecord",
+    "ServerState",
+    "default_chunk_size",
+    "fedavg_local_sgd",
+    "make_round",
+    "mean_aggregator",
+    "round_keys",
+    "run",
+]
