@@ -478,6 +478,10 @@ def _add_train_parser(subparsers) -> None:
     p.add_argument("--noise-multiplier", type=_number, metavar="SIGMA",
                    help="fixed σ > 0: without --epsilon/--budgets ε is only reported; with them, rates are "
                         "calibrated instead of σ")
+    p.add_argument("--mechanism", choices=("gaussian", "laplace"), default="gaussian",
+                   help="noise: 'gaussian' (L2 clipping) or 'laplace' (L1 clipping, per-coordinate Laplace; "
+                        "--noise-multiplier is then the Laplace scale per unit L1 sensitivity; no --budgets) "
+                        "(default: %(default)s)")
     p.add_argument("--epochs", type=_positive_int, default=20, help="epochs (default: %(default)s)")
     p.add_argument("--batch-size", type=_number, default=128.0,
                    help="expected batch size Σq (Poisson sampling) (default: %(default)g)")
@@ -529,7 +533,7 @@ def cmd_train(args) -> int:
     config = dpsgd.DPSGDConfig(
         epochs=args.epochs, batch_size=args.batch_size, clip_norm=args.clip, delta=args.delta,
         epsilon=None if budgets is not None else args.epsilon, noise_multiplier=args.noise_multiplier,
-        budgets=budgets, personalization=args.personalization, seed=args.seed,
+        budgets=budgets, personalization=args.personalization, seed=args.seed, mechanism=args.mechanism,
     )
     rngs = nnx.Rngs(args.seed)
     features = int(np.prod(d.feature_shape))
@@ -558,7 +562,7 @@ def cmd_train(args) -> int:
 
     console = _console()
     console.print(_table(
-        f"DP-SGD on {args.dataset}: {result.plan.mode}, T = {result.steps:,} steps, δ = {args.delta:g}",
+        f"DP-SGD ({args.mechanism}) on {args.dataset}: {result.plan.mode}, T = {result.steps:,} steps, δ = {args.delta:g}",
         ["epoch", "steps", "test accuracy", "ε spent"],
         [[str(r.epoch), f"{r.steps:,}", f"{r.test_accuracy:.4f}", _fmt(r.epsilon)] for r in result.history],
         numeric=(0, 1, 2, 3),

@@ -59,6 +59,22 @@ def test_train_personalized_budgets(capsys, tmp_path, personalization):
     assert "privacy groups" in out
 
 
+def test_train_laplace_mechanism(capsys, tmp_path):
+    from jaxpriv import rdp
+
+    out_json = tmp_path / "run.json"
+    code, out, err = run(capsys, *BASE, "--epsilon", "4", "--mechanism", "laplace", "--json", str(out_json))
+    assert code == 0, err
+    summary = json.loads(out_json.read_text())
+    assert summary["config"]["mechanism"] == "laplace" and summary["plan"]["mechanism"] == "laplace"
+    group = summary["plan"]["groups"][0]
+    # the spent ε is the improved conversion of T steps of the Zhu-Wang bound on the subsampled Laplace
+    curve = rdp.subsampled(group["rate"], lambda a: rdp.laplace(group["noise_multiplier"], a), rdp.DEFAULT_ORDERS)
+    want = float(rdp.to_epsilon(summary["steps"] * curve, rdp.DEFAULT_ORDERS, 1e-5)[0])
+    assert summary["epsilon"] == pytest.approx(want, rel=1e-12) and summary["epsilon"] <= 4.0
+    assert "DP-SGD (laplace)" in out
+
+
 def test_train_epsilon_caps_the_budgets(capsys, tmp_path):
     out_json = tmp_path / "run.json"
     code, _, err = run(capsys, *BASE, "--budgets", "levels:1@0.5,8@0.5", "--epsilon", "3", "--json", str(out_json))
@@ -105,6 +121,8 @@ def test_train_resumes_from_its_checkpoint(capsys, tmp_path):
     (["--budgets", "nonsense:1"], "budgets spec must be"),
     (["--budgets", "levels:1@0.5,2@0.5", "--personalization", "scale", "--noise-multiplier", "1"],
      "leave noise_multiplier unset"),
+    (["--budgets", "levels:1@0.5,2@0.5", "--mechanism", "laplace"], "are Gaussian-only"),
+    (["--epsilon", "1", "--noise-multiplier", "2", "--mechanism", "laplace"], "give epsilon or noise_multiplier"),
 ])
 def test_train_bad_arguments(capsys, extra, message):
     code, _, err = run(capsys, *BASE, *extra)
@@ -119,7 +137,8 @@ def test_train_budget_file_of_the_wrong_length(capsys, tmp_path):
     assert code == 2 and "10 budgets, the training set 456 records" in err
 
 
-@pytest.mark.parametrize("extra", [["--dataset", "mnist"], ["--personalization", "other"], ["--epochs", "0"]])
+@pytest.mark.parametrize("extra", [["--dataset", "mnist"], ["--personalization", "other"], ["--epochs", "0"],
+                                   ["--mechanism", "staircase"]])
 def test_train_argparse_errors(capsys, extra):
     code, _, err = run(capsys, "train", "--epsilon", "1", *extra)
     assert code == 2 and "usage" in err

@@ -428,10 +428,27 @@ def test_bad_clip_norm(mlp_setup, clip):
 
 def test_clip_norm_not_a_number_without_per_layer(mlp_setup):
     model, x, y = mlp_setup
-    with pytest.raises(ValueError, match="clip_norm must be one positive number unless per_layer=True"):
+    with pytest.raises(ValueError, match=r"clip_norm must be one positive number \(or a \(B,\) array"):
         clipped_grad_sum(xent, model, x, y, clip_norm=[1.0, 1.0])
-    with pytest.raises(ValueError, match="clip_norm must be a positive scalar"):
+    with pytest.raises(ValueError, match=r"clip_norm must be one positive number or one per example, shape \(B,\) = \(4,\)"):
         clipped_grad_sum(xent, model, x, y, clip_norm=np.ones(2))
+    with pytest.raises(ValueError, match="clip_norm must be a positive scalar"):
+        clipped_grad_sum(xent, model, x, y, clip_norm=np.ones((4, 1)))
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), float("inf")])
+def test_bad_per_example_clip_norm(mlp_setup, bad):
+    model, x, y = mlp_setup
+    with pytest.raises(ValueError, match=r"clip_norm must lie in \(0.0, inf\)"):
+        clipped_grad_sum(xent, model, x, y, clip_norm=np.array([1.0, bad, 1.0, 1.0]))
+
+
+def test_bad_norm(mlp_setup):
+    model, x, y = mlp_setup
+    with pytest.raises(ValueError, match="norm must be one of"):
+        clipped_grad_sum(xent, model, x, y, clip_norm=1.0, norm="linf")
+    with pytest.raises(ValueError, match="method='ghost' computes L2 norms only"):
+        clipped_grad_sum(xent, model, x, y, clip_norm=1.0, norm="l1", method="ghost")
 
 
 def test_per_layer_norms_of_wrong_length_keys_or_value(mlp_setup):
@@ -498,3 +515,77 @@ def test_model_without_parameters():
     with pytest.raises(ValueError, match="model has no nnx.Param"):
         clipped_grad_sum(lambda m, x, y, k: jnp.sum(m(x, deterministic=True), -1), nnx.Dropout(0.5),
                          jnp.ones((2, 3)), jnp.ones(2), clip_norm=1.0)
+
+
+# ------------------------------------------------------------------------------------------------
+# per-example clip norms (one pass for IDP-SGD "scale") and L1 clipping (Laplace noise)
+# ------------------------------------------------------------------------------------------------
+
+
+def reference_per_example(grads: list[dict], clips, mask) -> dict:
+    """Σ_i min(1, C_i/‖g_i‖₂) g_i over the masked-in examples, in float64."""
+    total = {k: np.zeros_like(v) for k, v in grads[0].items()}
+    for g, c, m in zip(grads, clips, mask):
+        norm = math.sqrt(sum(float(np.sum(v * v)) for v in g.values()))
+        if m:
+            for k, v in g.items():
+                total[k] += min(1.0, c / norm) * v
+    return total
+
+
+@pytest.mark.parametrize("method,microbatch_size", [("vmap", None), ("ghost", None), ("ghost", 3), ("vmap", 4)])
+def test_per_example_clip_norms_match_loop(method, microbatch_size):
+    model = Multi(nnx.Rngs(0))
+    x, y = multi_data(7)
+    grads = per_example_grads(model, x, y)
+    norms = np.array([math.sqrt(sum(float(np.sum(v * v)) for v in g.values())) for g in grads])
+    clips = norms * np.array([0.3, 2.0, 0.7, 0.1, 1.5, 0.5, 0.9])  # some clipped, some not
+    mask = np.array([True, True, False, True, True, True, False])
+    out = clipped(model, x, y, jnp.asarray(clips, jnp.float32), mask=mask, method=method,
+                  microbatch_size=microbatch_size)
+    assert_close(flat(out.grads), reference_per_example(grads, clips, mask), F32_TOL)
+    np.testing.assert_allclose(np.asarray(out.norms), norms, rtol=F32_TOL)
+    # the sensitivity is the largest clip norm among the examples present (example 6's is masked out)
+    assert float(out.sensitivity) == pytest.approx(float(np.max(clips[mask])), rel=1e-6)
+
+
+def test_one_per_example_pass_equals_the_per_group_sum():
+    # what dpsgd's "scale" mode ran before (one masked pass per group clip norm, added) equals one pass
+    model = MLP(nnx.Rngs(0))
+    x, y = vector_data(9)
+    group = np.array([0, 1, 2, 0, 1, 2, 2, 1, 0])
+    table = np.array([0.05, 0.4, 3.0])
+    mask = np.array([True] * 8 + [False])
+    for method in ("vmap", "ghost"):
+        one = clipped(model, x, y, jnp.asarray(table[group], jnp.float32), mask=mask, method=method)
+        parts = [clipped(model, x, y, float(c), mask=mask & (group == g), method=method) for g, c in enumerate(table)]
+        summed = {k: sum(np.asarray(flat(p.grads)[k], np.float64) for p in parts) for k in flat(one.grads)}
+        assert_close(flat(one.grads), summed, 1e-6)
+
+
+def test_l1_clipping_matches_loop_and_has_l1_sensitivity():
+    model = MLP(nnx.Rngs(0))
+    x, y = vector_data(7)
+    grads = per_example_grads(model, x, y)
+    l1 = np.array([sum(float(np.sum(np.abs(v))) for v in g.values()) for g in grads])
+    mask = np.array([True, True, True, False, True, True, True])
+    clip = float(np.median(l1))
+    want = {k: np.zeros_like(v) for k, v in grads[0].items()}
+    for g, n, m in zip(grads, l1, mask):
+        for k, v in g.items():
+            want[k] += m * min(1.0, clip / n) * v
+    for method, microbatch_size in (("auto", None), ("vmap", 3)):
+        out = clipped_grad_sum(xent, model, x, y, clip_norm=clip, mask=jnp.asarray(mask), norm="l1", method=method,
+                               microbatch_size=microbatch_size)
+        assert_close(flat(out.grads), want, F32_TOL)
+        np.testing.assert_allclose(np.asarray(out.norms), l1, rtol=F32_TOL)
+        assert out.sensitivity == clip
+    # every clipped contribution lies in the L1 ball: removing one example moves the sum by ≤ C in L1
+    for i in np.nonzero(mask)[0]:
+        contribution = sum(float(np.sum(np.abs(min(1.0, clip / l1[i]) * v))) for v in grads[i].values())
+        assert contribution <= clip * (1 + 1e-9)
+    # per-layer L1: C split as C/L, sensitivity Σ_l C_l
+    out = clipped_grad_sum(xent, model, x, y, clip_norm=[0.5, 0.25], per_layer=True, norm="l1")
+    assert out.sensitivity == 0.75
+    out = clipped_grad_sum(xent, model, x, y, clip_norm=1.0, per_layer=True, norm="l1")
+    assert out.sensitivity == 1.0

@@ -324,7 +324,10 @@ BAD_CONFIGS = [
     (dict(budgets=np.zeros(1000)), "budgets must lie"),
     (dict(budgets=np.ones(1000), epsilon=1.0), "either epsilon"),
     (dict(budgets=np.ones(1000), personalization="scale", noise_multiplier=1.0), "leave noise_multiplier unset"),
-    (dict(budgets=np.linspace(1, 2, 1000), personalization="scale"), "at most 32 distinct values, got 1000"),
+    (dict(epsilon=1.0, mechanism="uniform"), "mechanism must be one of"),
+    (dict(epsilon=1.0, mechanism="staircase"), "mechanism 'staircase' is not supported by the trainer"),
+    (dict(budgets=np.ones(1000), mechanism="laplace"), "per-record budgets .* are Gaussian-only"),
+    (dict(epsilon=1.0, noise_multiplier=2.0, mechanism="laplace"), "give epsilon or noise_multiplier"),
 ]
 
 
@@ -413,3 +416,114 @@ def test_same_run_with_x64_enabled():
     for a, b in zip(*models):
         assert a.dtype == b.dtype == np.float32
         np.testing.assert_array_equal(a, b)
+
+
+# --------------------------------------------------------------------------------------------------
+# "scale" with many distinct budgets: one per-example pass, no cap on the number of groups
+# --------------------------------------------------------------------------------------------------
+
+
+def test_scale_mode_with_many_distinct_budgets_runs_one_pass():
+    d = _small_data()
+    budgets = np.linspace(1.0, 4.0, d.n_train)  # every record its own group (was capped at 32 groups)
+    config = DPSGDConfig(epochs=1, batch_size=d.n_train / 1.4, clip_norm=0.3, delta=DELTA, seed=3,
+                         budgets=budgets, personalization="scale")
+    plan = plan_privacy(config, d.n_train)
+    assert plan.clip.size == d.n_train
+    model = dpsgd.MLP(6, (5,), 3, rngs=nnx.Rngs(1))
+    expected, _ = _oracle_step(model, d, plan, config, 0.5)
+    result = train(model, optax.sgd(0.5), d, config, progress=False)
+    for got, want in zip(_params(model), expected):
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
+    assert np.all(result.group_epsilon <= plan.budget)
+
+
+# --------------------------------------------------------------------------------------------------
+# Laplace noise: L1 clipping, accounting by the Zhu-Wang bound of the 1-D curve, calibration
+# --------------------------------------------------------------------------------------------------
+
+
+def test_laplace_accountant_is_subsampled_laplace_composed_and_converted():
+    from jaxpriv import rdp
+
+    q, b, steps = np.array([0.05, 0.2]), np.array([2.0, 5.0]), 300
+    orders = rdp.DEFAULT_ORDERS
+    acc = GroupAccountant(q, b, DELTA, steps=steps, mechanism="laplace")
+    for g in range(2):
+        curve = rdp.subsampled(q[g], lambda a: rdp.laplace(b[g], a), orders)
+        want = float(rdp.to_epsilon(steps * curve, orders, DELTA)[0])
+        assert acc.epsilon()[g] == pytest.approx(want, rel=1e-12)
+    # more noise or fewer steps: less ε; a Gaussian with the same variance 2b² is accounted differently
+    assert acc.epsilon(100)[0] < acc.epsilon()[0]
+    assert GroupAccountant([0.05], [4.0], DELTA, steps=steps, mechanism="laplace").epsilon()[0] < acc.epsilon()[0]
+
+
+def test_laplace_plan_calibrates_b_with_the_harmonizer():
+    from jaxpriv.mechanisms import harmonizer
+
+    config = DPSGDConfig(epochs=4, batch_size=50, epsilon=2.0, delta=DELTA, mechanism="laplace", clip_norm=0.5)
+    plan = plan_privacy(config, 1000)
+    assert plan.mechanism == "laplace" and plan.mode == "b for ε"
+    b = float(plan.sigma[0])
+    want = float(harmonizer.harmonize("laplace", 2.0, DELTA, q=0.05, rounds=plan.total_steps).scale)
+    assert b == pytest.approx(want, rel=1e-9)
+    eps = GroupAccountant(plan.rate, plan.sigma, DELTA, mechanism="laplace").epsilon(plan.total_steps)[0]
+    assert eps <= 2.0 and eps == pytest.approx(2.0, rel=1e-8)
+    assert plan.noise_std == pytest.approx(b * 0.5)  # the Laplace scale on the sum: b·C
+    fixed = plan_privacy(DPSGDConfig(epochs=1, batch_size=50, noise_multiplier=3.0, mechanism="laplace"), 1000)
+    assert fixed.mode == "fixed b" and fixed.sigma[0] == 3.0 and np.isinf(fixed.budget[0])
+
+
+def test_laplace_noise_scale_of_the_steps():
+    # zero gradients: after T steps each parameter moved by Σ_t Lap(bC)/B, variance T·2(bC)²/B²
+    d = data.synthetic((64,), n=500, classes=10, seed=0)
+    b, clip, batch = 1.3, 0.6, 4.0
+    config = DPSGDConfig(epochs=1, batch_size=batch, clip_norm=clip, noise_multiplier=b, seed=0, mechanism="laplace")
+    model = dpsgd.MLP(64, (256,), 10, rngs=nnx.Rngs(0))
+    before = np.concatenate([p.ravel() for p in _params(model)])
+    zero_loss = lambda m, x, y, key: 0.0 * jnp.sum(m(x), axis=-1)  # noqa: E731
+    result = train(model, optax.sgd(1.0), d, config, loss_fn=zero_loss, progress=False)
+    delta = np.concatenate([p.ravel() for p in _params(model)]) - before
+    expected = np.sqrt(result.steps * 2.0) * b * clip / batch
+    k = delta.size
+    # a sum of ≥ 100 Laplace draws is close to normal: sample sd within 5 standard errors
+    assert abs(delta.std() / expected - 1) < 5 / np.sqrt(2 * k)
+
+
+def test_laplace_digits_run_reaches_a_sane_accuracy():
+    d = data.load("digits", seed=0)
+    config = DPSGDConfig(epochs=20, batch_size=64, clip_norm=1.0, epsilon=3.0, delta=DELTA, mechanism="laplace")
+    model = dpsgd.MLP(64, (), 10, rngs=nnx.Rngs(0))  # a linear model: Laplace noise pays ~√d against Gaussian
+    result = train(model, optax.sgd(1.0), d, config, progress=False)
+    assert result.epsilon <= 3.0 and result.stopped == "completed"
+    assert result.test_accuracy > 0.45  # chance is 0.1; measured 0.540
+
+
+def test_staircase_vertex_bound_fails_so_the_trainer_refuses_it():
+    # the 1-D staircase RDP at shift t, by exact piecewise integration (the densities are piecewise constant)
+    from jaxpriv.mechanisms import staircase
+
+    def shifted_rdp(eps, t, alpha):
+        gamma = float(staircase.optimal_gamma(eps))
+        k = int(60 / eps) + 5
+        jumps = np.concatenate([np.arange(k) + gamma, -(np.arange(k) + gamma)])
+        cuts = np.unique(np.concatenate([jumps, jumps + t, [-k, k]]))
+        mid, width = 0.5 * (cuts[1:] + cuts[:-1]), np.diff(cuts)
+        lp = np.asarray(staircase.log_prob(mid, eps, gamma), np.float64)
+        lq = np.asarray(staircase.log_prob(mid - t, eps, gamma), np.float64)
+        return np.log(np.sum(width * np.exp(alpha * lq + (1 - alpha) * lp))) / (alpha - 1)
+
+    for eps, alpha in ((0.5, 2.0), (1.0, 2.0), (1.0, 5.0)):
+        at_c = shifted_rdp(eps, 1.0, alpha)
+        assert at_c == pytest.approx(float(staircase.rdp(eps, orders=[alpha])[0]), rel=1e-9)
+        # concave in t (negative second differences), so spreading the L1 shift over 1000 coordinates is worse
+        f = np.array([shifted_rdp(eps, t, alpha) for t in np.linspace(0.05, 1.0, 20)])
+        assert np.all(np.diff(f, 2) < 0)
+        assert 1000 * shifted_rdp(eps, 1e-3, alpha) > 1.05 * at_c
+    with pytest.raises(ValueError, match="staircase RDP at shift t is concave"):
+        plan_privacy(DPSGDConfig(epsilon=1.0, mechanism="staircase"), 1000)
+
+
+def test_bad_accountant_mechanism():
+    with pytest.raises(ValueError, match="mechanism must be 'gaussian' or 'laplace'"):
+        GroupAccountant([0.1], [1.0], DELTA, mechanism="staircase")

@@ -20,6 +20,17 @@ Two ways to get the per-example norms, numerically equal (tested to 1e-5 in floa
   the output gradients, Σ_i c_i a_iᵀ g_i (book-keeping: no second backward pass). Parameters of other
   layers (LayerNorm, user-defined) get per-example gradients by vmap in the same pass.
 
+Per-example clip norms (flat clipping): ``clip_norm`` may be a ``(B,)`` array, example i being clipped to
+C_i (IDP-SGD's "scale" personalisation runs one pass with each record's own norm instead of one pass per
+group). Adding or removing example i then moves the sum by at most C_i, so the returned sensitivity is
+max_i C_i over the masked-in examples — a bound for the examples present; a trainer that accounts per
+record uses C_i itself.
+
+L1 clipping (``norm="l1"``): each example's whole gradient is clipped to ‖g_i‖₁ ≤ C, so the sum has L1
+sensitivity C under add/remove (what per-coordinate Laplace or staircase noise needs). Only the vmap
+path computes L1 norms — the ghost identities are for squared L2 norms of outer products — so
+``method="auto"`` picks vmap and ``method="ghost"`` raises.
+
 Privacy-relevant details: masked-out examples (padding of Poisson batches) and examples whose gradient
 is not finite contribute exactly zero; ghost parameters are hidden from everything but their layer's
 ``__call__`` while tracing, so a model that uses them elsewhere (weight tying, a penalty in the loss)
@@ -46,6 +57,7 @@ from .._numerics import check_array, is_concrete
 __all__ = [
     "ClippedGradient",
     "METHODS",
+    "NORMS",
     "check_per_example",
     "layer_names",
     "clipped_grad_sum",
@@ -53,6 +65,7 @@ __all__ = [
 ]
 
 METHODS = ("auto", "vmap", "ghost")
+NORMS = ("l2", "l1")
 
 
 class ClippedGradient(NamedTuple):
@@ -61,10 +74,13 @@ class ClippedGradient(NamedTuple):
     Attributes:
       grads: the clipped sum Σ_i c_i g_i over the examples where ``mask`` is true, a pytree like
         ``nnx.state(model, nnx.Param)``.
-      sensitivity: L2 sensitivity of ``grads`` to adding or removing one example: ``clip_norm``, or
-        √(Σ_l C_l²) with per-layer clipping (a float when the norms are concrete).
+      sensitivity: sensitivity of ``grads`` (in the clipping norm) to adding or removing one example:
+        ``clip_norm``; √(Σ_l C_l²) with per-layer L2 clipping, Σ_l C_l with per-layer L1 clipping; with
+        per-example norms ``(B,)``, max_i C_i over the masked-in examples (0 when none is). A float when
+        the norms are concrete (and not per-example), else a JAX scalar.
       loss: mean per-example loss over the masked-in examples (0 when none is).
-      norms: ``(B,)`` per-example L2 norms of the whole gradient before clipping.
+      norms: ``(B,)`` per-example norms (L2, or L1 with ``norm="l1"``) of the whole gradient before
+        clipping.
     """
 
     grads: Any
@@ -476,14 +492,28 @@ def _check_clip_norm(value):
     return value
 
 
-def _layer_clip_norms(clip_norm, per_layer, names):
-    """{layer: C_l} (per-layer) or the single C; and the sensitivity."""
+def _example_clip_norms(clip_norm, batch):
+    """A ``(B,)`` array of per-example clip norms, each > 0 and finite (checked when concrete)."""
+    if np.shape(clip_norm) != (batch,):
+        raise ValueError(f"clip_norm must be one positive number or one per example, shape (B,) = ({batch},), "
+                         f"got shape {np.shape(clip_norm)}")
+    if is_concrete(clip_norm):
+        check_array("clip_norm", np.asarray(clip_norm, dtype=np.float64), 0.0, np.inf, lo_open=True)
+    return jnp.asarray(clip_norm)
+
+
+def _layer_clip_norms(clip_norm, per_layer, names, norm="l2", batch=None):
+    """{layer: C_l} (per-layer), the single C, or the (B,) per-example C_i; and the sensitivity (for
+    per-example norms, the (B,) array itself: the caller takes the max over the masked-in examples)."""
     if not isinstance(per_layer, bool):
         raise ValueError(f"per_layer must be True or False, got {per_layer!r}")
     if not per_layer:
         if isinstance(clip_norm, (dict, list, tuple)):
-            raise ValueError("clip_norm must be one positive number unless per_layer=True, got a "
-                             f"{type(clip_norm).__name__}")
+            raise ValueError("clip_norm must be one positive number (or a (B,) array of per-example norms) unless "
+                             f"per_layer=True, got a {type(clip_norm).__name__}")
+        if np.ndim(clip_norm) == 1 and batch is not None:
+            c = _example_clip_norms(clip_norm, batch)
+            return c, c
         c = _check_clip_norm(clip_norm)
         return c, c
     if isinstance(clip_norm, dict):
@@ -494,14 +524,18 @@ def _layer_clip_norms(clip_norm, per_layer, names):
         if len(clip_norm) != len(names):
             raise ValueError(f"clip_norm must have one norm per layer ({len(names)}: {names}), got {len(clip_norm)}")
         norms = {n: _check_clip_norm(c) for n, c in zip(names, clip_norm)}
-    else:  # one total C, split equally: C_l = C/√L keeps √(Σ C_l²) = C
+    else:  # one total C, split equally: C_l = C/√L keeps √(Σ C_l²) = C (L2), C_l = C/L keeps Σ C_l = C (L1)
         c = _check_clip_norm(clip_norm)
-        norms = {n: c / math.sqrt(len(names)) for n in names}
+        parts = math.sqrt(len(names)) if norm == "l2" else len(names)
+        norms = {n: c / parts for n in names}
     values = list(norms.values())
+    # the triangle inequality of each norm: √(Σ_l C_l²) for L2, Σ_l C_l for L1
     if all(isinstance(v, float) for v in values):
-        sensitivity = math.sqrt(sum(v * v for v in values))
-    else:
+        sensitivity = math.sqrt(sum(v * v for v in values)) if norm == "l2" else sum(values)
+    elif norm == "l2":
         sensitivity = jnp.sqrt(sum(jnp.square(v) for v in values))
+    else:
+        sensitivity = sum(values)
     return norms, sensitivity
 
 
@@ -529,8 +563,11 @@ def _split_states(params, ghost_paths):
     return ghost, other
 
 
-def _pass(loss_fn, graphdef, params, rest, layers, groups, clip, per_layer, x, y, keys, mask, probe_shapes):
-    """One microbatch: per-example squared norms by layer, clipping factors and the clipped sum."""
+def _pass(loss_fn, graphdef, params, rest, layers, groups, clip, per_layer, x, y, keys, mask, example_clip,
+          probe_shapes, norm="l2"):
+    """One microbatch: per-example squared L2 (or L1) norms by layer, clipping factors and the clipped sum.
+    ``example_clip`` is None or this microbatch's (b,) clip norms (then ``clip`` is unused)."""
+    l1 = norm == "l1"
     ghost_paths = {layer.path + (a,) for layer in layers.values() for a in layer.attrs}
     ghost_state, other_state = _split_states(params, ghost_paths)
     group_of = {path: name for name, paths in groups.items() for path in paths}
@@ -551,7 +588,8 @@ def _pass(loss_fn, graphdef, params, rest, layers, groups, clip, per_layer, x, y
         dtype = jnp.promote_types(loss.dtype, jnp.float32)  # norms of bfloat16 gradients in float32
         sq = {name: jnp.zeros((), dtype) for name in groups}
         for path, var in nnx.to_flat_state(g_other):
-            sq[group_of[path]] = sq[group_of[path]] + jnp.sum(jnp.square(var.get_value().astype(dtype)))
+            g = var.get_value().astype(dtype)
+            sq[group_of[path]] = sq[group_of[path]] + jnp.sum(jnp.abs(g) if l1 else jnp.square(g))
         for name, layer in layers.items():
             sq[name] = sq[name] + layer.sq_norm(acts[name], g_probes[name]).astype(dtype)
         return loss, sq, acts, g_probes, g_other
@@ -559,13 +597,15 @@ def _pass(loss_fn, graphdef, params, rest, layers, groups, clip, per_layer, x, y
     in_keys = None if keys is None else 0
     loss, sq, acts, g_probes, g_other = jax.vmap(one, in_axes=(0, 0, in_keys))(x, y, keys)
 
+    finish = (lambda v: v) if l1 else jnp.sqrt  # sq holds Σ|g| (L1) or Σ g² (L2)
     total = sum(sq.values())
-    norms = jnp.sqrt(total)
+    norms = finish(total)
     valid = mask & jnp.isfinite(norms)
     if per_layer:
-        factor = {n: jnp.where(valid, jnp.minimum(1.0, clip[n] / jnp.sqrt(sq[n])), 0.0) for n in groups}
+        factor = {n: jnp.where(valid, jnp.minimum(1.0, clip[n] / finish(sq[n])), 0.0) for n in groups}
     else:
-        f = jnp.where(valid, jnp.minimum(1.0, clip / norms), 0.0)
+        c = clip if example_clip is None else example_clip
+        f = jnp.where(valid, jnp.minimum(1.0, c / norms), 0.0)
         factor = {n: f for n in groups}
 
     grads = {}
@@ -598,7 +638,7 @@ def _probe_shapes(loss_fn, graphdef, params, rest, layers, x0, y0, k0):
 
 
 def _run(loss_fn, graphdef, params, rest, layers, groups, clip, per_layer, inputs, labels, mask, keys, batch,
-         microbatch_size):
+         microbatch_size, example_clip=None, norm="l2"):
     first = lambda t: jax.tree.map(lambda v: v[0], t)  # noqa: E731
     shapes = _probe_shapes(loss_fn, graphdef, params, rest, layers, first(inputs), first(labels),
                            None if keys is None else keys[0])
@@ -609,14 +649,16 @@ def _run(loss_fn, graphdef, params, rest, layers, groups, clip, per_layer, input
         take = lambda t: jax.tree.map(lambda v: jnp.take(v, jnp.arange(padded) % batch, axis=0), t)  # noqa: E731
         inputs, labels = take(inputs), take(labels)
         keys = None if keys is None else take(keys)
+        example_clip = None if example_clip is None else take(example_clip)
         mask = jnp.concatenate([mask, jnp.zeros(padded - batch, bool)])
     step = functools.partial(_pass, loss_fn, graphdef, params, rest, layers, groups, clip, per_layer,
-                             probe_shapes=shapes)
+                             probe_shapes=shapes, norm=norm)
     if chunks == 1:
-        grads, norms, loss_sum = step(inputs, labels, keys, mask)
+        grads, norms, loss_sum = step(inputs, labels, keys, mask, example_clip)
     else:
         split = lambda t: jax.tree.map(lambda v: v.reshape((chunks, size) + v.shape[1:]), t)  # noqa: E731
-        xs = (split(inputs), split(labels), None if keys is None else split(keys), split(mask))
+        xs = (split(inputs), split(labels), None if keys is None else split(keys), split(mask),
+              None if example_clip is None else split(example_clip))
 
         def body(carry, chunk):
             grads, norms, loss_sum = step(*chunk)
@@ -631,7 +673,7 @@ def _run(loss_fn, graphdef, params, rest, layers, groups, clip, per_layer, input
 
 def split_clipped_grad_sum(loss_fn: Callable, graphdef, params, rest, inputs, labels, *, clip_norm, mask=None,
                            key=None, per_layer: bool = False, microbatch_size: int | None = None,
-                           method: str = "auto") -> ClippedGradient:
+                           method: str = "auto", norm: str = "l2") -> ClippedGradient:
     """:func:`clipped_grad_sum` on a split model ``(graphdef, params, rest)``: the functional core.
 
     ``nnx.split(model, nnx.Param, ...)`` gives the three parts. Everything but ``params``, ``rest``,
@@ -655,6 +697,11 @@ def split_clipped_grad_sum(loss_fn: Callable, graphdef, params, rest, inputs, la
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if norm not in NORMS:
+        raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
+    if norm == "l1" and method == "ghost":
+        raise ValueError("method='ghost' computes L2 norms only (an outer-product identity); use method='vmap' "
+                         "or 'auto' with norm='l1'")
     if microbatch_size is not None and (isinstance(microbatch_size, bool) or not isinstance(microbatch_size, int)
                                         or microbatch_size < 1):
         raise ValueError(f"microbatch_size must be None or an integer ≥ 1, got {microbatch_size!r}")
@@ -662,18 +709,22 @@ def split_clipped_grad_sum(loss_fn: Callable, graphdef, params, rest, inputs, la
     groups = _param_groups(params)
     if not groups:
         raise ValueError("model has no nnx.Param parameters to differentiate")
-    clip, sensitivity = _layer_clip_norms(clip_norm, per_layer, list(groups))
+    clip, sensitivity = _layer_clip_norms(clip_norm, per_layer, list(groups), norm, batch)
     keys = _check_key(key, batch)
     mask = jnp.ones(batch, bool) if mask is None else jnp.asarray(mask)
+    example_clip = None
+    if not per_layer and jnp.ndim(clip) == 1:  # per-example norms: the sensitivity is the largest one present
+        example_clip = clip
+        sensitivity = jnp.max(jnp.where(mask, clip, jnp.zeros((), clip.dtype)))
 
     template = nnx.merge(graphdef, params, rest)  # Python structure only: which layers are what
     check_per_example(template)
-    layers = {} if method == "vmap" else _ghost_layers(template, params)
+    layers = {} if method == "vmap" or norm == "l1" else _ghost_layers(template, params)
     if method == "auto" and set(layers) != set(groups):
         layers = {}  # ghost only when every layer with parameters supports it
     run = functools.partial(_run, loss_fn, graphdef, params, rest, groups=groups, clip=clip, per_layer=per_layer,
                             inputs=inputs, labels=labels, mask=mask, keys=keys, batch=batch,
-                            microbatch_size=microbatch_size)
+                            microbatch_size=microbatch_size, example_clip=example_clip, norm=norm)
     try:
         flat, norms, loss_sum = run(layers=layers)
     except _GhostUnsupported as err:
@@ -695,8 +746,8 @@ def split_clipped_grad_sum(loss_fn: Callable, graphdef, params, rest, inputs, la
 
 def clipped_grad_sum(loss_fn: Callable, model, inputs, labels, *, clip_norm, mask=None, key=None,
                      per_layer: bool = False, microbatch_size: int | None = None,
-                     method: str = "auto") -> ClippedGradient:
-    """Sum of per-example gradients clipped in L2 norm, with its sensitivity (DP-SGD's clipped sum).
+                     method: str = "auto", norm: str = "l2") -> ClippedGradient:
+    """Sum of per-example gradients clipped in L2 (or L1) norm, with its sensitivity (DP-SGD's clipped sum).
 
     Σ_{i: mask_i} g_i · min(1, C/‖g_i‖), g_i = ∇θ ℓ(θ; x_i, y_i) (Abadi et al. 2016, Alg. 1; SPEC §6);
     per-layer: each layer's slice clipped to C_l (McMahan et al. 2018), sensitivity √(Σ_l C_l²). Noise
@@ -709,8 +760,10 @@ def clipped_grad_sum(loss_fn: Callable, model, inputs, labels, *, clip_norm, mas
         to pass as ``rngs`` to ``nnx.Dropout`` so that dropout masks differ per example.
       model: an ``nnx.Module`` without ``nnx.BatchNorm`` (see :func:`check_per_example`).
       inputs, labels: arrays (or pytrees of arrays) with leading batch dimension B ≥ 1.
-      clip_norm: C > 0. With ``per_layer=True`` also a sequence of per-layer norms in
-        :func:`layer_names` order or a dict ``{layer name: C_l}``; a single C is split as C/√L.
+      clip_norm: C > 0; with ``per_layer=False`` also a ``(B,)`` array of per-example norms C_i > 0
+        (example i clipped to C_i; the sensitivity is then max_i C_i over the masked-in examples). With
+        ``per_layer=True`` also a sequence of per-layer norms in :func:`layer_names` order or a dict
+        ``{layer name: C_l}``; a single C is split as C/√L (L2) or C/L (L1).
       mask: ``(B,)`` bool; False rows (padding of a Poisson batch) contribute exactly zero.
       key: one PRNG key or None; example i gets ``jax.random.fold_in(key, i)``.
       per_layer: clip each layer separately.
@@ -718,7 +771,9 @@ def clipped_grad_sum(loss_fn: Callable, model, inputs, labels, *, clip_norm, mas
         memory; a last partial chunk is padded with masked-out examples.
       method: ``"vmap"`` (any model), ``"ghost"`` (Linear/Conv/Embed by ghost norms, other parameters
         by vmap; raises ``ValueError`` if a ghost parameter is used outside its layer's call) or
-        ``"auto"`` (ghost when every layer with parameters supports it, else vmap).
+        ``"auto"`` (ghost when every layer with parameters supports it, else vmap; always vmap for L1).
+      norm: ``"l2"`` (DP-SGD with Gaussian noise) or ``"l1"`` (‖g_i‖₁ ≤ C: the L1 sensitivity that
+        per-coordinate Laplace/staircase noise is calibrated to; vmap path only).
 
     Returns:
       :class:`ClippedGradient` ``(grads, sensitivity, loss, norms)``. An example whose gradient is not
@@ -740,4 +795,5 @@ def clipped_grad_sum(loss_fn: Callable, model, inputs, labels, *, clip_norm, mas
     check_per_example(model)
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     return split_clipped_grad_sum(loss_fn, graphdef, params, rest, inputs, labels, clip_norm=clip_norm, mask=mask,
-                                  key=key, per_layer=per_layer, microbatch_size=microbatch_size, method=method)
+                                  key=key, per_layer=per_layer, microbatch_size=microbatch_size, method=method,
+                                  norm=norm)

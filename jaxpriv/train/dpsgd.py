@@ -24,9 +24,31 @@ converted (§1.8) by the core's own kernel, :func:`jaxpriv.dpsgd_epsilon`. Confi
     A single Gaussian noise of std s is added to the sum, so σ_g is realised through a per-group clip
     norm C_g = s/σ_g (the noise multiplier of a record is the noise std over its sensitivity); s is set
     so that the record-weighted mean clip norm equals ``clip_norm``: s = C·N / Σ_i 1/σ_i. A record with
-    a larger budget gets a larger clip norm (more signal) under the same noise. The clipping API takes
-    one clip norm per call, so the step runs one masked clipped sum per distinct clip norm (at most
-    :data:`MAX_SCALE_GROUPS`) and adds them.
+    a larger budget gets a larger clip norm (more signal) under the same noise. The step runs ONE
+    clipped pass with per-example clip norms (each sampled record's C_g gathered by index), so any
+    number of distinct budgets costs the same as one.
+
+Noise mechanism (``mechanism``): ``"gaussian"`` as above, or ``"laplace"`` — i.i.d. Lap(b·C) on every
+coordinate of the sum of gradients clipped in **L1** norm to C (``norm="l1"`` in
+:func:`~jaxpriv.train.clipping.clipped_grad_sum`), so the sum has L1 sensitivity C under add/remove.
+The step's mechanism is the d-dimensional product Laplace with shift v, ‖v‖₁ ≤ C, whose Rényi divergence
+is Σ_i f(|v_i|), f(t) = ρ_Lap(α; b·C/t) the 1-D curve at shift t. f is convex on [0, ∞) with f(0) = 0:
+(α−1)f(t) = log( α/(2α−1)·e^{(α−1)t/(bC)} + (α−1)/(2α−1)·e^{−αt/(bC)} ) is a log-sum-exp of affine
+functions of t with positive weights (convex), and f ≥ 0 = f(0) makes it non-decreasing on [0, ∞). So
+v ↦ Σ_i f(|v_i|) is convex (a convex non-decreasing function of the convex |v_i|), and its maximum over
+the L1 ball (a polytope) is at a vertex ±C·e_i: the worst case is the 1-D curve ρ_Lap(α; b)
+(:func:`jaxpriv.rdp.laplace`, SPEC §1.2; b is the Laplace scale per unit of L1 sensitivity, the role
+σ plays for the Gaussian). T steps compose :func:`jaxpriv.rdp.subsampled` (Zhu & Wang 2019, SPEC §1.4)
+of that curve, converted with the improved conversion (§1.8); a target ε calibrates b with
+:func:`jaxpriv.mechanisms.harmonizer.harmonize` (the same accounting, solved conservatively).
+
+``"staircase"`` is refused: the 1-D staircase RDP at shift t is **concave** in t (the mass where the
+privacy loss is +ε grows like t·a/(1−b) up to t = 2γΔ and like t·ab/(1−b) after, and log(1 + K·p) is
+concave increasing in p), so the vertex bound is wrong — spreading the L1 budget over d coordinates gives
+d·f(C/d) > f(C) (ε₀ = 1, α = 2: f(C) = 0.711 but 1000·f(C/1000) = 1.224; at α = 20 the ratio is ~600).
+The d-dimensional staircase with L1 sensitivity is not ε₀-DP (each coordinate can cross a jump), so its
+accounting needs the dimension-dependent bound d·f(C/d) (by Jensen, tight), which the mechanism module
+does not provide yet.
 
 Training stops when the budget is spent: before each epoch the accountant checks how many of the
 epoch's steps keep every group within its budget, and only those are run.
@@ -76,8 +98,8 @@ __all__ = [
 ]
 
 PERSONALIZATION = ("sample", "scale")
-#: "scale" runs one clipping pass per distinct clip norm (the clipping API takes one C per call).
-MAX_SCALE_GROUPS = 32
+#: Noise mechanisms of :class:`DPSGDConfig` (``"staircase"`` is recognised and refused, see the module docstring).
+MECHANISMS = ("gaussian", "laplace", "staircase")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -97,12 +119,16 @@ class DPSGDConfig:
     Attributes:
       epochs: number of epochs; an epoch is round(N / batch_size) steps.
       batch_size: expected batch size B = Σ_i q_i (so the mean rate is B/N); never the realised size.
-      clip_norm: per-example L2 clip norm C (the mean clip norm in ``"scale"``).
+      clip_norm: per-example clip norm C (the mean clip norm in ``"scale"``): L2 for ``"gaussian"``, L1 for
+        ``"laplace"``.
       delta: δ of every (ε, δ) statement.
       seed: seeds the sampler, the noise and the loss function's per-step key.
       orders: Rényi orders of the accounting (default :data:`jaxpriv.rdp.DEFAULT_ORDERS`).
       microbatch_size: examples per vectorised chunk inside the clipped-gradient sum (memory bound).
       eval_batch_size: test examples per evaluation chunk.
+      mechanism: ``"gaussian"`` (default) or ``"laplace"`` (L1 clipping, per-coordinate Laplace noise;
+        ``noise_multiplier`` is then the Laplace scale per unit L1 sensitivity b, and per-record budgets
+        are not supported). ``"staircase"`` raises (its vertex bound does not hold; module docstring).
     """
 
     epochs: int = 30
@@ -117,6 +143,7 @@ class DPSGDConfig:
     orders: tuple | None = None
     microbatch_size: int | None = None
     eval_batch_size: int = 512
+    mechanism: str = "gaussian"
 
     def to_json(self) -> dict:
         """The scalar fields as JSON values; the budgets as their count and SHA-256 (they can be long)."""
@@ -146,6 +173,19 @@ def _check_config(config: DPSGDConfig, n: int) -> None:
         check_array("epsilon", config.epsilon, 0.0, np.inf, lo_open=True)
     if config.noise_multiplier is not None:
         check_array("noise_multiplier", config.noise_multiplier, 0.0, np.inf, lo_open=True)
+    if config.mechanism not in MECHANISMS:
+        raise ValueError(f"mechanism must be one of {MECHANISMS}, got {config.mechanism!r}")
+    if config.mechanism == "staircase":
+        raise ValueError(
+            "mechanism 'staircase' is not supported by the trainer: the staircase RDP at shift t is concave in t, "
+            "so per-coordinate noise with L1 sensitivity C is NOT bounded by the 1-D curve at C (spreading the "
+            "shift over d coordinates gives d·f(C/d) > f(C)); use 'laplace' or 'gaussian'")
+    if config.mechanism != "gaussian" and config.budgets is not None:
+        raise ValueError(f"per-record budgets (IDP-SGD) are Gaussian-only: use mechanism 'gaussian', got "
+                         f"{config.mechanism!r}")
+    if config.mechanism != "gaussian" and config.epsilon is not None and config.noise_multiplier is not None:
+        raise ValueError(f"mechanism {config.mechanism!r} calibrates the noise scale to epsilon: give epsilon or "
+                         "noise_multiplier (the fixed scale), not both")
     if config.personalization not in PERSONALIZATION:
         raise ValueError(f"personalization must be one of {PERSONALIZATION}, got {config.personalization!r}")
     if config.budgets is not None:
@@ -157,10 +197,6 @@ def _check_config(config: DPSGDConfig, n: int) -> None:
             raise ValueError("give either epsilon (one budget for all) or budgets (one per record), not both")
         if config.personalization == "scale" and config.noise_multiplier is not None:
             raise ValueError("personalization 'scale' calibrates one noise multiplier per group: leave noise_multiplier unset")
-        levels = np.unique(budgets).size
-        if config.personalization == "scale" and levels > MAX_SCALE_GROUPS:
-            raise ValueError(f"personalization 'scale' runs one clipping pass per distinct budget: budgets must have at "
-                             f"most {MAX_SCALE_GROUPS} distinct values, got {levels} (use levels:E@W,... or 'sample')")
     elif config.epsilon is None and config.noise_multiplier is None:
         raise ValueError("set epsilon (a target), noise_multiplier (a fixed σ) or budgets (per-record targets)")
 
@@ -171,8 +207,9 @@ class PrivacyPlan:
 
     Records are partitioned into groups g (``group_of_record``) sharing a rate ``rate[g]``, a noise
     multiplier ``sigma[g]``, a clip norm ``clip[g]`` and a budget ``budget[g]`` (inf when none). The
-    noise added to the clipped sum has std ``noise_std`` = sigma[g]·clip[g] for every g, and the sum is
-    divided by ``expected_batch_size`` = Σ_i q_i.
+    noise added to the clipped sum has scale ``noise_std`` = sigma[g]·clip[g] for every g, and the sum is
+    divided by ``expected_batch_size`` = Σ_i q_i. With ``mechanism == "laplace"``, ``sigma`` is the
+    Laplace scale per unit L1 sensitivity b and ``noise_std`` the Laplace scale b·C (not a std).
     """
 
     mode: str
@@ -185,6 +222,7 @@ class PrivacyPlan:
     clip: np.ndarray
     noise_std: float
     expected_batch_size: float
+    mechanism: str = "gaussian"
 
     @property
     def record_rates(self) -> np.ndarray:
@@ -198,7 +236,8 @@ class PrivacyPlan:
         return {f"plan_{k}": getattr(self, k) for k in ("group_of_record", "budget", "rate", "sigma", "clip")}
 
     def scalars(self) -> dict:
-        return {k: getattr(self, k) for k in ("mode", "steps_per_epoch", "total_steps", "noise_std", "expected_batch_size")}
+        return {k: getattr(self, k) for k in ("mode", "steps_per_epoch", "total_steps", "noise_std", "expected_batch_size",
+                                              "mechanism")}
 
 
 def _unattainable(what: str) -> ValueError:
@@ -285,7 +324,10 @@ def plan_privacy(config: DPSGDConfig, n: int) -> PrivacyPlan:
         counts = np.array([float(n)])
         budget = np.array([np.inf if config.epsilon is None else float(config.epsilon)])
         if config.epsilon is None:
-            mode, rate, sigma = "fixed σ", mean_rate, config.noise_multiplier
+            mode, rate, sigma = ("fixed b" if config.mechanism == "laplace" else "fixed σ"), mean_rate, config.noise_multiplier
+        elif config.mechanism == "laplace":
+            mode, rate = "b for ε", mean_rate
+            sigma = _laplace_scale_for(config.epsilon, mean_rate, steps, delta, orders)
         elif config.noise_multiplier is None:
             mode, rate = "σ for ε", mean_rate
             sigma = float(calibrate.noise_multiplier(config.epsilon, mean_rate, steps, delta, orders=orders))
@@ -309,7 +351,28 @@ def plan_privacy(config: DPSGDConfig, n: int) -> PrivacyPlan:
         clip=np.asarray(clips, dtype=np.float64),
         noise_std=noise_std,
         expected_batch_size=float(np.dot(counts, rate)),
+        mechanism=config.mechanism,
     )
+
+
+def _laplace_scale_for(epsilon: float, rate: float, steps: int, delta: float, orders) -> float:
+    """The Laplace scale b (per unit L1 sensitivity) that spends ``epsilon`` in ``steps`` subsampled steps:
+    UDP-FL's Harmonizer (:func:`jaxpriv.mechanisms.harmonizer.harmonize`) solves exactly this; the result
+    is re-checked with the trainer's own accountant and nudged up (safe side) if rounding disagrees."""
+    import warnings
+
+    from ..mechanisms import harmonizer
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an unattainable target is reported below
+        b = float(harmonizer.harmonize("laplace", epsilon, delta, q=rate, rounds=steps, orders=orders).scale)
+    if not math.isfinite(b):
+        raise _unattainable(f"epsilon {epsilon:g}")
+    accountant = GroupAccountant([rate], [b], delta, orders=orders, mechanism="laplace")
+    while accountant.epsilon(steps)[0] > epsilon:  # jit vs eager rounding: at most a step or two of 1e-12
+        b *= 1.0 + 1e-12
+        accountant = GroupAccountant([rate], [b], delta, orders=orders, mechanism="laplace")
+    return b
 
 
 # --------------------------------------------------------------------------------------------------
@@ -325,11 +388,17 @@ class GroupAccountant:
     :func:`jaxpriv.dpsgd_epsilon` itself — the core's kernel, so the trainer's ε is the core's ε for the
     same events, to the last bit. All steps of a run are alike, so the state is the step count.
 
+    With ``mechanism="laplace"`` the step is the Poisson-subsampled d-dimensional Laplace with L1
+    sensitivity 1 and scale b_g = ``sigmas[g]``, whose worst case is the 1-D curve (module docstring):
+    ε_g = improved conversion of T·:func:`jaxpriv.rdp.subsampled` (q_g, :func:`jaxpriv.rdp.laplace`
+    (b_g)) (Zhu & Wang 2019 at integer orders, its convexity chord between them; SPEC §1.2, §1.4).
+
     Args:
-      rates, sigmas: per-group q_g ∈ [0, 1] and σ_g > 0 (1-D, same length).
+      rates, sigmas: per-group q_g ∈ [0, 1] and σ_g > 0 (1-D, same length); b_g for ``"laplace"``.
       delta: δ ∈ (0, 1).
       orders: Rényi orders (default :data:`jaxpriv.rdp.DEFAULT_ORDERS`).
       steps: steps already taken (≥ 0).
+      mechanism: ``"gaussian"`` or ``"laplace"``.
 
     Example:
       >>> from jaxpriv.train.dpsgd import GroupAccountant
@@ -338,7 +407,9 @@ class GroupAccountant:
       5.632
     """
 
-    def __init__(self, rates, sigmas, delta: float, *, orders=None, steps: int = 0):
+    def __init__(self, rates, sigmas, delta: float, *, orders=None, steps: int = 0, mechanism: str = "gaussian"):
+        if mechanism not in ("gaussian", "laplace"):
+            raise ValueError(f"mechanism must be 'gaussian' or 'laplace', got {mechanism!r}")
         self.orders = check_orders(rdp.DEFAULT_ORDERS if orders is None else orders)
         rates = np.atleast_1d(np.asarray(check_array("rates", rates, 0.0, 1.0)))
         sigmas = np.atleast_1d(np.asarray(check_array("sigmas", sigmas, 0.0, np.inf, lo_open=True)))
@@ -346,11 +417,17 @@ class GroupAccountant:
             raise ValueError(f"rates and sigmas must be 1-D of the same length, got {rates.shape} and {sigmas.shape}")
         self.delta = float(check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True))
         self.steps = int(check_array("steps", steps, 0.0, np.inf, integer=True))
-        self.rates, self.sigmas = rates, sigmas
+        self.rates, self.sigmas, self.mechanism = rates, sigmas, mechanism
+        self._curve = None
+        if mechanism == "laplace":  # one step's curve (G, K); T steps compose to T times it (SPEC §1.7)
+            self._curve = rdp.subsampled(rates, lambda a: rdp.laplace(sigmas, a), self.orders)
 
     def epsilon(self, steps: int | None = None) -> np.ndarray:
         """ε of every group after ``steps`` steps (default: the steps taken), float64 (G,)."""
         steps = self.steps if steps is None else int(check_array("steps", steps, 0.0, np.inf, integer=True))
+        if self._curve is not None:
+            return np.asarray(rdp.to_epsilon(steps * self._curve, self.orders, self.delta)[0],
+                              dtype=np.float64).reshape(-1)
         return np.asarray(dpsgd_epsilon(self.rates, self.sigmas, steps, self.delta, orders=self.orders),
                           dtype=np.float64).reshape(-1)
 
@@ -590,27 +667,20 @@ def _seeds(seed: int) -> tuple[int, int, int]:
     return tuple(int(s) for s in np.random.SeedSequence(seed).generate_state(3))
 
 
-def _make_step(graphdef, rest, tx, loss_fn, config: DPSGDConfig, group_clip: np.ndarray):
-    """The jitted DP-SGD step (graphdef, loss, optimizer and clip norms static; compiled per bucket).
+def _make_step(graphdef, rest, tx, loss_fn, config: DPSGDConfig, clip: float | None, norm: str = "l2"):
+    """The jitted DP-SGD step (graphdef, loss, optimizer and a single clip norm static; compiled per bucket).
 
-    With one clip norm: one clipped sum. With per-group clip norms ("scale"): one clipped sum per group,
-    each masked to the group's records, added — every record is clipped to its own C_g and the total
-    has per-record sensitivity C_g, exactly as one pass with per-example norms would give.
+    ``clip`` is the one clip norm, or None for per-record clip norms ("scale"): then the sampled records'
+    norms are gathered from ``record_clip`` and ONE clipped sum runs with per-example norms — every
+    record clipped to its own C_g, per-record sensitivity C_g.
     """
     from .clipping import split_clipped_grad_sum
 
-    clips = [float(c) for c in group_clip]
-
-    def step(params, opt_state, x, y, group, indices, mask, key):
+    def step(params, opt_state, x, y, record_clip, indices, mask, key):
         xb, yb = x[indices], y[indices]
-        clipped = functools.partial(split_clipped_grad_sum, loss_fn, graphdef, params, rest, xb, yb, key=key,
-                                    microbatch_size=config.microbatch_size)
-        if len(clips) == 1:
-            grads = clipped(clip_norm=clips[0], mask=mask).grads
-        else:
-            member = group[indices]
-            parts = [clipped(clip_norm=c, mask=mask & (member == g)).grads for g, c in enumerate(clips)]
-            grads = jax.tree.map(lambda *g: sum(g), *parts)
+        clip_norm = clip if clip is not None else record_clip[indices]
+        grads = split_clipped_grad_sum(loss_fn, graphdef, params, rest, xb, yb, key=key, clip_norm=clip_norm,
+                                       mask=mask, microbatch_size=config.microbatch_size, norm=norm).grads
         updates, opt_state = tx.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state
 
@@ -664,8 +734,9 @@ def train(
 
     Each step: Poisson sample with the plan's per-record rates, pad to a bucket, clip per example to
     the record's clip norm and sum, add Gaussian noise of std s = σ·C
-    (:func:`jaxpriv.train.noise.gaussian_noise`), divide by the expected batch size Σ_i q_i, and apply
-    ``optimizer``. See the module docstring for the privacy configurations and the stopping rule.
+    (:func:`jaxpriv.train.noise.gaussian_noise`) — or, with ``mechanism="laplace"``, clip in L1 norm and
+    add Lap(b·C) per coordinate (:func:`jaxpriv.train.noise.laplace_noise`) — divide by the expected batch
+    size Σ_i q_i, and apply ``optimizer``. See the module docstring for the privacy configurations and the stopping rule.
 
     Args:
       model: a Flax NNX classifier mapping a batch of inputs to logits; updated in place.
@@ -694,7 +765,7 @@ def train(
       >>> result.epsilon <= 3.0, result.steps, result.test_accuracy > 0.8
       (True, 21, True)
     """
-    from .noise import gaussian_noise
+    from .noise import gaussian_noise, laplace_noise
 
     n = int(data.x_train.shape[0])
     _check_config(config, n)
@@ -717,10 +788,11 @@ def train(
         plan = PrivacyPlan(**meta["plan"], **{k[len("plan_"):]: arrays[k] for k in arrays if k.startswith("plan_")})
     sampler_seed, noise_seed, loss_seed = _seeds(config.seed)
     sampler = PoissonSampler(plan.record_rates, seed=sampler_seed)
-    tx = optax.chain(gaussian_noise(plan.noise_std, seed=noise_seed, normalize_by=plan.expected_batch_size), optimizer)
+    add_noise = laplace_noise if plan.mechanism == "laplace" else gaussian_noise
+    tx = optax.chain(add_noise(plan.noise_std, seed=noise_seed, normalize_by=plan.expected_batch_size), optimizer)
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     opt_state = tx.init(params)
-    accountant = GroupAccountant(plan.rate, plan.sigma, config.delta, orders=config.orders)
+    accountant = GroupAccountant(plan.rate, plan.sigma, config.delta, orders=config.orders, mechanism=plan.mechanism)
     history: list[EpochRecord] = []
     start_epoch = 0
     if saved is not None:
@@ -732,10 +804,10 @@ def train(
         start_epoch = int(meta["epoch"])
         nnx.update(model, params, rest)
 
-    group_clip = np.unique(plan.clip)
-    # records → index into group_clip (groups with equal clip norms share a pass)
-    clip_group = jnp.asarray(np.searchsorted(group_clip, plan.record_clip).astype(np.int32))
-    step = _make_step(graphdef, rest, tx, loss_fn, config, group_clip)
+    single = np.unique(plan.clip).size == 1  # one static clip norm, else per-record norms gathered in the step
+    record_clip = jnp.asarray(plan.record_clip)
+    norm = "l1" if plan.mechanism == "laplace" else "l2"
+    step = _make_step(graphdef, rest, tx, loss_fn, config, float(plan.clip[0]) if single else None, norm)
     evaluate = _make_evaluate(graphdef, int(config.eval_batch_size))
     x, y = jnp.asarray(data.x_train), jnp.asarray(data.y_train)
     test = _padded_test_set(data, int(config.eval_batch_size))
@@ -762,7 +834,7 @@ def train(
                 t = accountant.steps
                 batch = sampler.sample(t)
                 buckets.add(int(batch.indices.shape[0]))
-                params, opt_state = step(params, opt_state, x, y, clip_group, batch.indices, batch.mask,
+                params, opt_state = step(params, opt_state, x, y, record_clip, batch.indices, batch.mask,
                                          jax.random.fold_in(loss_key, t))
                 accountant.steps += 1
                 if bar is not None:
