@@ -63,7 +63,6 @@ batches with the same noise, so the replay computes exactly what was computed be
 from __future__ import annotations
 
 import dataclasses
-import functools
 import glob
 import hashlib
 import json
