@@ -316,3 +316,69 @@ KEY = jax.random.key(0)
 def test_bad_input_raises_value_error(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+# ------------------------------------------------------------------------------------------------
+# shifted and per-coordinate (L1) curves
+# ------------------------------------------------------------------------------------------------
+
+
+def staircase_renyi_exact(eps, gamma, shift, alpha):
+    """D_α(f(· − t) ‖ f) by summing over the intervals on which both densities are constant."""
+    k = np.arange(int(80 / eps) + 5)  # the mass beyond is < e^{-80}
+    jumps = np.concatenate([k, k + gamma])
+    points = np.unique(np.concatenate([jumps, -jumps, jumps + shift, -jumps + shift]))
+    mid = (points[1:] + points[:-1]) / 2
+    width = np.diff(points)
+    log_p = np.asarray(staircase.log_prob(mid - shift, eps, gamma))
+    log_q = np.asarray(staircase.log_prob(mid, eps, gamma))
+    terms = np.log(width) + alpha * log_p + (1 - alpha) * log_q
+    return float(np.logaddexp.reduce(terms) / (alpha - 1))
+
+
+@pytest.mark.parametrize("eps", [0.1, 1.0, 3.0])
+@pytest.mark.parametrize("gamma", [None, 0.1, 0.5])
+def test_shifted_curve_matches_exact_integration(eps, gamma):
+    g = float(staircase.optimal_gamma(eps)) if gamma is None else gamma
+    orders = np.array([1.5, 2.0, 5.0, 20.0])
+    shifts = np.array([0.0, 0.05, 0.2, 0.5, 0.8, 1.0])
+    got = staircase.rdp_shift(eps, shifts[:, None], gamma, orders=orders)[:, 0, :]
+    for i, t in enumerate(shifts):
+        want = [staircase_renyi_exact(eps, g, t, a) for a in orders]
+        np.testing.assert_allclose(got[i], want, rtol=1e-9, atol=1e-13)  # the oracle sums ~10³ terms in float64
+
+
+def test_shifted_curve_is_concave_so_spreading_costs_more():
+    orders = np.array([2.0, 8.0])
+    t = np.linspace(0, 1, 201)
+    rho = staircase.rdp_shift(1.0, t, orders=orders)  # (201, 2)
+    assert np.all(np.diff(rho, 2, axis=0) <= 1e-14)
+    l1 = staircase.rdp_l1(1.0, np.array([1, 2, 10, 1000]), orders=orders)
+    np.testing.assert_allclose(l1[0], staircase.rdp(1.0, orders=orders), rtol=1e-13)
+    assert np.all(np.diff(l1, axis=0) > 0)  # more coordinates, larger worst case
+    np.testing.assert_allclose(l1[2], 10 * staircase.rdp_shift(1.0, 0.1, orders=orders), rtol=1e-13)
+
+
+def test_l1_curve_bounds_random_shift_vectors():
+    rng = np.random.default_rng(3)
+    d, orders = 12, np.array([2.0, 6.0])
+    bound = staircase.rdp_l1(0.7, d, orders=orders)
+    for _ in range(50):
+        v = rng.dirichlet(np.full(d, rng.uniform(0.1, 5)))  # ‖v‖₁ = Δ = 1
+        total = staircase.rdp_shift(0.7, v, orders=orders).sum(axis=0)
+        assert np.all(total <= bound * (1 + 1e-12))
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: staircase.rdp_shift(1.0, 0.5, 0.7, orders=[2.0]), "gamma"),
+    (lambda: staircase.rdp_shift(1.0, 1.5, orders=[2.0]), "shift"),
+    (lambda: staircase.rdp_shift(1.0, -0.1, orders=[2.0]), "shift"),
+    (lambda: staircase.rdp_shift(1.0, 0.5), "orders"),
+    (lambda: staircase.rdp_l1(1.0, 0, orders=[2.0]), "dimension"),
+    (lambda: staircase.rdp_l1(1.0, 2.5, orders=[2.0]), "dimension"),
+    (lambda: staircase.rdp_l1(0.0, 2, orders=[2.0]), "epsilon"),
+    (lambda: staircase.rdp_l1(1.0, 2), "orders"),
+])
+def test_shifted_curves_bad_input(call, name):
+    with pytest.raises(ValueError, match=name):
+        call()
