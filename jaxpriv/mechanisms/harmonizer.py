@@ -44,42 +44,52 @@ class Harmonized(NamedTuple):
     epsilon: np.ndarray
 
 
-def _step_curve(mechanism: str, scale, q, orders_key: tuple):
-    """RDP curve of one round: (B,) scale and q → (B, K)."""
+def _staircase_curve(scale, dimension, orders):
+    """Per-coordinate staircase on a ``dimension``-d query of L1 sensitivity 1 (1-D when d = 1)."""
+    gamma = staircase._optimal_gamma(scale)
+    one = staircase._rdp(scale, gamma, orders)
+    spread = dimension[:, None] * staircase._rdp(
+        scale, gamma, orders, staircase._loss_plus_mass_at(scale, gamma, 1.0 / dimension))
+    return jnp.where(dimension[:, None] == 1.0, one, spread)
+
+
+def _step_curve(mechanism: str, scale, q, dimension, orders_key: tuple):
+    """RDP curve of one round: (B,) scale, q and dimension → (B, K)."""
     orders = np.asarray(orders_key)
     if mechanism == "gaussian":
         return rdp._subsampled_gaussian_kernel(q, scale, orders_key)
     if mechanism == "laplace":
         base = lambda a: rdp._laplace_rdp(scale[:, None], a)
     else:
-        base = lambda a: staircase._rdp(scale, staircase._optimal_gamma(scale), a)
+        base = lambda a: _staircase_curve(scale, dimension, a)
     integers = np.arange(2.0, max(2, math.ceil(orders.max())) + 1.0)
     return rdp._subsampled_kernel(q, base(integers), base(orders), orders_key)
 
 
-def _epsilon(mechanism: str, scale, q, rounds, delta, orders_key: tuple):
-    rho = _step_curve(mechanism, scale, q, orders_key) * rounds[:, None]
+def _epsilon(mechanism: str, scale, q, rounds, delta, dimension, orders_key: tuple):
+    rho = _step_curve(mechanism, scale, q, dimension, orders_key) * rounds[:, None]
     return rdp._to_epsilon(rho, np.asarray(orders_key), delta)[0]
 
 
-@functools.partial(jax.jit, static_argnums=(0, 5))
-def _solve(mechanism: str, target, q, rounds, delta, orders_key: tuple):
+@functools.partial(jax.jit, static_argnums=(0, 6))
+def _solve(mechanism: str, target, q, rounds, delta, dimension, orders_key: tuple):
     """(scale, ε(scale)) per client: ε(scale) ≤ target, the scale within 1e-10 (relative) of the root."""
     sign = -1.0 if mechanism == "staircase" else 1.0  # search in ±log(scale) so that larger is safer
 
     def gap(x):
-        eps = _epsilon(mechanism, jnp.exp(sign * x), q, rounds, delta, orders_key)
+        eps = _epsilon(mechanism, jnp.exp(sign * x), q, rounds, delta, dimension, orders_key)
         g = jnp.log(eps) - jnp.log(target)
         return jnp.where(jnp.isnan(g), jnp.inf, g)  # a NaN is never taken for the safe side
 
     x, found = calibrate.solve_monotone(gap, jnp.zeros_like(target))
     scale = jnp.exp(sign * (x + calibrate._MARGIN))
     # the ε reported is evaluated at the returned scale itself (after the margin), not taken from the loop
-    eps = _epsilon(mechanism, jnp.where(found, scale, 1.0), q, rounds, delta, orders_key)
+    eps = _epsilon(mechanism, jnp.where(found, scale, 1.0), q, rounds, delta, dimension, orders_key)
     return jnp.stack([jnp.where(found, scale, jnp.inf if sign > 0 else 0.0), jnp.where(found, eps, jnp.nan)], -1)
 
 
-def harmonize(mechanisms, epsilon, delta, q=1.0, rounds=1, orders=None, *, chunk_size=None, progress=None):
+def harmonize(mechanisms, epsilon, delta, q=1.0, rounds=1, orders=None, *, dimension=1, chunk_size=None,
+              progress=None):
     """Calibrate each client's noise so that T rounds of its Poisson-subsampled mechanism are (ε, δ)-DP.
 
     For client i with mechanism m_i, rate q_i, T_i rounds and target (ε_i, δ_i), finds the scale s_i
@@ -97,9 +107,12 @@ def harmonize(mechanisms, epsilon, delta, q=1.0, rounds=1, orders=None, *, chunk
       q: Poisson sampling rate in (0, 1].
       rounds: number of rounds T ≥ 1.
       orders: Rényi orders (default :data:`jaxpriv.rdp.DEFAULT_ORDERS`).
+      dimension: for ``"staircase"``, the number d ≥ 1 of coordinates noised per round with L1
+        sensitivity 1: the curve is then d·ρ(1/d) (:func:`jaxpriv.mechanisms.staircase.rdp_l1`; the 1-D
+        curve is not a bound for d > 1). Ignored by the other mechanisms (their worst case is 1-D).
       chunk_size, progress: batching of many clients (see :mod:`jaxpriv._batching`).
 
-    All of ``mechanisms, epsilon, delta, q, rounds`` broadcast together.
+    All of ``mechanisms, epsilon, delta, q, rounds, dimension`` broadcast together.
 
     Returns:
       :class:`Harmonized` ``(scale, epsilon)``: float64 arrays of the broadcast shape, the calibrated
@@ -125,6 +138,7 @@ def harmonize(mechanisms, epsilon, delta, q=1.0, rounds=1, orders=None, *, chunk
             "delta": check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True),
             "q": check_array("q", q, 0.0, 1.0, lo_open=True),
             "rounds": check_array("rounds", rounds, 1.0, np.inf),
+            "dimension": check_array("dimension", dimension, 1.0, np.inf, integer=True),
         }
         shape = check_broadcastable(mechanisms=np.empty(names.shape), **arrays)
         flat = {k: np.broadcast_to(np.asarray(v), shape).reshape(-1) for k, v in arrays.items()}
@@ -136,7 +150,7 @@ def harmonize(mechanisms, epsilon, delta, q=1.0, rounds=1, orders=None, *, chunk
             idx = np.nonzero(flat_names == mechanism)[0]
             if idx.size == 0:
                 continue
-            inputs = [flat[k][idx] for k in ("epsilon", "q", "rounds", "delta")]
+            inputs = [flat[k][idx] for k in ("epsilon", "q", "rounds", "delta", "dimension")]
             solved = calibrate._run(
                 lambda *xs, m=mechanism: _solve(m, *xs, key), (idx.size, 2), inputs, chunk_size, progress,
                 f"harmonizing {mechanism}",
