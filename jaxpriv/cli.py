@@ -478,7 +478,7 @@ def _add_train_parser(subparsers) -> None:
     p.add_argument("--noise-multiplier", type=_number, metavar="SIGMA",
                    help="fixed σ > 0: without --epsilon/--budgets ε is only reported; with them, rates are "
                         "calibrated instead of σ")
-    p.add_argument("--mechanism", choices=("gaussian", "laplace"), default="gaussian",
+    p.add_argument("--mechanism", choices=("gaussian", "laplace", "staircase"), default="gaussian",
                    help="noise: 'gaussian' (L2 clipping) or 'laplace' (L1 clipping, per-coordinate Laplace; "
                         "--noise-multiplier is then the Laplace scale per unit L1 sensitivity; no --budgets) "
                         "(default: %(default)s)")

@@ -138,7 +138,7 @@ def test_train_budget_file_of_the_wrong_length(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("extra", [["--dataset", "mnist"], ["--personalization", "other"], ["--epochs", "0"],
-                                   ["--mechanism", "staircase"]])
+                                   ["--mechanism", "exponential"]])
 def test_train_argparse_errors(capsys, extra):
     code, _, err = run(capsys, "train", "--epsilon", "1", *extra)
     assert code == 2 and "usage" in err

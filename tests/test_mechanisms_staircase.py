@@ -382,3 +382,9 @@ def test_l1_curve_bounds_random_shift_vectors():
 def test_shifted_curves_bad_input(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+def test_sample_with_concrete_parameters_inside_a_callers_jit():
+    key = jax.random.key(0)
+    inside = jax.jit(lambda k: staircase.sample(k, 1.0, None, (1000,), sensitivity=0.5))(key)
+    np.testing.assert_array_equal(inside, staircase.sample(key, 1.0, None, (1000,), sensitivity=0.5))

@@ -17,7 +17,7 @@ import pytest
 from flax import nnx
 
 import jaxpriv
-from jaxpriv import calibrate
+from jaxpriv import calibrate, rdp
 from jaxpriv.accountant import Accountant, Gaussian, PoissonSampled
 from jaxpriv.train import data, dpsgd, noise
 from jaxpriv.train.dpsgd import DPSGDConfig, GroupAccountant, plan_privacy, train
@@ -232,7 +232,7 @@ def test_training_stops_when_the_budget_is_spent(monkeypatch):
     config = DPSGDConfig(epochs=3, batch_size=40, noise_multiplier=1.0, delta=DELTA)
     plan = plan_privacy(config, d.n_train)
     budget = float(GroupAccountant(plan.rate, plan.sigma, DELTA).epsilon(plan.steps_per_epoch + 4)[0])
-    monkeypatch.setattr(dpsgd, "plan_privacy", lambda c, n: dataclasses.replace(plan, budget=np.array([budget])))
+    monkeypatch.setattr(dpsgd, "plan_privacy", lambda c, n, dimension=None: dataclasses.replace(plan, budget=np.array([budget])))
     result = train(dpsgd.MLP(30, (8,), 2, rngs=nnx.Rngs(0)), optax.sgd(0.2), d, config, progress=False)
     assert result.stopped == "budget"
     assert result.steps == plan.steps_per_epoch + 4  # the last affordable step, not one more
@@ -325,7 +325,6 @@ BAD_CONFIGS = [
     (dict(budgets=np.ones(1000), epsilon=1.0), "either epsilon"),
     (dict(budgets=np.ones(1000), personalization="scale", noise_multiplier=1.0), "leave noise_multiplier unset"),
     (dict(epsilon=1.0, mechanism="uniform"), "mechanism must be one of"),
-    (dict(epsilon=1.0, mechanism="staircase"), "mechanism 'staircase' is not supported by the trainer"),
     (dict(budgets=np.ones(1000), mechanism="laplace"), "per-record budgets .* are Gaussian-only"),
     (dict(epsilon=1.0, noise_multiplier=2.0, mechanism="laplace"), "give epsilon or noise_multiplier"),
 ]
@@ -499,31 +498,34 @@ def test_laplace_digits_run_reaches_a_sane_accuracy():
     assert result.test_accuracy > 0.45  # chance is 0.1; measured 0.540
 
 
-def test_staircase_vertex_bound_fails_so_the_trainer_refuses_it():
-    # the 1-D staircase RDP at shift t, by exact piecewise integration (the densities are piecewise constant)
+def test_staircase_needs_the_dimension_and_is_accounted_over_it():
     from jaxpriv.mechanisms import staircase
 
-    def shifted_rdp(eps, t, alpha):
-        gamma = float(staircase.optimal_gamma(eps))
-        k = int(60 / eps) + 5
-        jumps = np.concatenate([np.arange(k) + gamma, -(np.arange(k) + gamma)])
-        cuts = np.unique(np.concatenate([jumps, jumps + t, [-k, k]]))
-        mid, width = 0.5 * (cuts[1:] + cuts[:-1]), np.diff(cuts)
-        lp = np.asarray(staircase.log_prob(mid, eps, gamma), np.float64)
-        lq = np.asarray(staircase.log_prob(mid - t, eps, gamma), np.float64)
-        return np.log(np.sum(width * np.exp(alpha * lq + (1 - alpha) * lp))) / (alpha - 1)
-
-    for eps, alpha in ((0.5, 2.0), (1.0, 2.0), (1.0, 5.0)):
-        at_c = shifted_rdp(eps, 1.0, alpha)
-        assert at_c == pytest.approx(float(staircase.rdp(eps, orders=[alpha])[0]), rel=1e-9)
-        # concave in t (negative second differences), so spreading the L1 shift over 1000 coordinates is worse
-        f = np.array([shifted_rdp(eps, t, alpha) for t in np.linspace(0.05, 1.0, 20)])
-        assert np.all(np.diff(f, 2) < 0)
-        assert 1000 * shifted_rdp(eps, 1e-3, alpha) > 1.05 * at_c
-    with pytest.raises(ValueError, match="staircase RDP at shift t is concave"):
+    with pytest.raises(ValueError, match="dimension"):
         plan_privacy(DPSGDConfig(epsilon=1.0, mechanism="staircase"), 1000)
+    plan = plan_privacy(DPSGDConfig(epochs=2, batch_size=50, epsilon=2.0, delta=DELTA, mechanism="staircase"),
+                        1000, dimension=650)
+    eps0, q, steps = float(plan.sigma[0]), float(plan.rate[0]), plan.total_steps
+    orders = rdp.DEFAULT_ORDERS
+    # the per-coordinate curve over d = 650 (the 1-D curve would not be a bound: staircase.rdp_shift is concave)
+    curve = rdp.subsampled(q, lambda a: staircase.rdp_l1(eps0, 650, orders=a), orders)
+    direct = float(rdp.to_epsilon(steps * curve, orders, DELTA)[0])
+    assert direct <= 2.0 and direct == pytest.approx(2.0, rel=1e-6)
+    acc = GroupAccountant([q], [eps0], DELTA, steps=steps, mechanism="staircase", dimension=650)
+    assert float(acc.epsilon()[0]) == pytest.approx(direct, rel=1e-12)
+    one_d = GroupAccountant([q], [eps0], DELTA, steps=steps, mechanism="staircase", dimension=1)
+    assert float(one_d.epsilon()[0]) < direct  # the dimension matters
+
+
+def test_staircase_digits_run_stays_within_budget():
+    d = data.load("digits", seed=0)
+    config = DPSGDConfig(epochs=5, batch_size=64, clip_norm=1.0, epsilon=3.0, delta=DELTA, mechanism="staircase")
+    model = dpsgd.MLP(64, (), 10, rngs=nnx.Rngs(0))
+    result = train(model, optax.sgd(1.0), d, config, progress=False)
+    assert result.epsilon <= 3.0 and result.stopped == "completed"
+    assert np.isfinite(result.test_accuracy)
 
 
 def test_bad_accountant_mechanism():
-    with pytest.raises(ValueError, match="mechanism must be 'gaussian' or 'laplace'"):
-        GroupAccountant([0.1], [1.0], DELTA, mechanism="staircase")
+    with pytest.raises(ValueError, match="mechanism must be one of"):
+        GroupAccountant([0.1], [1.0], DELTA, mechanism="exponential")

@@ -218,7 +218,8 @@ def sample(key, epsilon, gamma=None, shape=None, sensitivity=1.0, *, dtype=None)
         raise ValueError(f"dtype must be a floating dtype, got {dtype}")
     params = (epsilon, gamma, sensitivity)
     if all(is_concrete(p) for p in params):
-        with float64():
+        # evaluated now even inside a caller's jit (γ* would otherwise become a tracer)
+        with jax.ensure_compile_time_eval(), float64():
             epsilon, gamma, sensitivity = (np.asarray(p) for p in _params(*params))
             bshape = np.broadcast_shapes(epsilon.shape, gamma.shape, sensitivity.shape)
             shape = bshape if shape is None else tuple(int(s) for s in np.atleast_1d(shape))

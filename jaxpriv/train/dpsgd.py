@@ -42,13 +42,11 @@ the L1 ball (a polytope) is at a vertex ±C·e_i: the worst case is the 1-D curv
 of that curve, converted with the improved conversion (§1.8); a target ε calibrates b with
 :func:`jaxpriv.mechanisms.harmonizer.harmonize` (the same accounting, solved conservatively).
 
-``"staircase"`` is refused: the 1-D staircase RDP at shift t is **concave** in t (the mass where the
-privacy loss is +ε grows like t·a/(1−b) up to t = 2γΔ and like t·ab/(1−b) after, and log(1 + K·p) is
-concave increasing in p), so the vertex bound is wrong — spreading the L1 budget over d coordinates gives
-d·f(C/d) > f(C) (ε₀ = 1, α = 2: f(C) = 0.711 but 1000·f(C/1000) = 1.224; at α = 20 the ratio is ~600).
-The d-dimensional staircase with L1 sensitivity is not ε₀-DP (each coordinate can cross a jump), so its
-accounting needs the dimension-dependent bound d·f(C/d) (by Jensen, tight), which the mechanism module
-does not provide yet.
+``"staircase"``: per-coordinate staircase noise (γ = γ*, per-step ε₀, sensitivity C) on the L1-clipped
+sum. Its RDP at shift t is **concave** in t (:func:`jaxpriv.mechanisms.staircase.rdp_shift`), so the 1-D
+curve is not a bound: spreading the L1 shift evenly over the model's d parameters is the worst case, and
+each step is accounted with :func:`jaxpriv.mechanisms.staircase.rdp_l1` (d·ρ(C/d)), subsampled by
+:func:`jaxpriv.rdp.subsampled`; a target ε calibrates ε₀ through the Harmonizer with the same curve.
 
 Training stops when the budget is spent: before each epoch the accountant checks how many of the
 epoch's steps keep every group within its budget, and only those are run.
@@ -97,7 +95,7 @@ __all__ = [
 ]
 
 PERSONALIZATION = ("sample", "scale")
-#: Noise mechanisms of :class:`DPSGDConfig` (``"staircase"`` is recognised and refused, see the module docstring).
+#: Noise mechanisms of :class:`DPSGDConfig` (see the module docstring for how each is accounted).
 MECHANISMS = ("gaussian", "laplace", "staircase")
 
 
@@ -127,7 +125,8 @@ class DPSGDConfig:
       eval_batch_size: test examples per evaluation chunk.
       mechanism: ``"gaussian"`` (default) or ``"laplace"`` (L1 clipping, per-coordinate Laplace noise;
         ``noise_multiplier`` is then the Laplace scale per unit L1 sensitivity b, and per-record budgets
-        are not supported). ``"staircase"`` raises (its vertex bound does not hold; module docstring).
+        are not supported), or ``"staircase"`` (L1 clipping, per-coordinate staircase noise with γ*;
+        ``noise_multiplier`` is then the per-step ε₀; accounted over the model's d parameters).
     """
 
     epochs: int = 30
@@ -174,11 +173,6 @@ def _check_config(config: DPSGDConfig, n: int) -> None:
         check_array("noise_multiplier", config.noise_multiplier, 0.0, np.inf, lo_open=True)
     if config.mechanism not in MECHANISMS:
         raise ValueError(f"mechanism must be one of {MECHANISMS}, got {config.mechanism!r}")
-    if config.mechanism == "staircase":
-        raise ValueError(
-            "mechanism 'staircase' is not supported by the trainer: the staircase RDP at shift t is concave in t, "
-            "so per-coordinate noise with L1 sensitivity C is NOT bounded by the 1-D curve at C (spreading the "
-            "shift over d coordinates gives d·f(C/d) > f(C)); use 'laplace' or 'gaussian'")
     if config.mechanism != "gaussian" and config.budgets is not None:
         raise ValueError(f"per-record budgets (IDP-SGD) are Gaussian-only: use mechanism 'gaussian', got "
                          f"{config.mechanism!r}")
@@ -222,6 +216,7 @@ class PrivacyPlan:
     noise_std: float
     expected_batch_size: float
     mechanism: str = "gaussian"
+    dimension: int = 1
 
     @property
     def record_rates(self) -> np.ndarray:
@@ -236,7 +231,7 @@ class PrivacyPlan:
 
     def scalars(self) -> dict:
         return {k: getattr(self, k) for k in ("mode", "steps_per_epoch", "total_steps", "noise_std", "expected_batch_size",
-                                              "mechanism")}
+                                              "mechanism", "dimension")}
 
 
 def _unattainable(what: str) -> ValueError:
@@ -273,7 +268,7 @@ def _sample_mode_sigma(budgets, counts, mean_rate, steps, delta, orders) -> floa
     return math.exp(brentq(gap, lo, hi, xtol=1e-10, rtol=1e-12))
 
 
-def plan_privacy(config: DPSGDConfig, n: int) -> PrivacyPlan:
+def plan_privacy(config: DPSGDConfig, n: int, dimension: int | None = None) -> PrivacyPlan:
     """Calibrate the run's rates, noise multipliers and clip norms before training (SPEC §5, §6).
 
     T = epochs · round(N / batch_size) steps are planned; each group's ε at T steps is ≤ its budget
@@ -282,6 +277,8 @@ def plan_privacy(config: DPSGDConfig, n: int) -> PrivacyPlan:
     Args:
       config: the run's :class:`DPSGDConfig`.
       n: number of training records N ≥ 1.
+      dimension: number of model parameters d (required for ``mechanism="staircase"``, whose
+        per-coordinate accounting depends on it; :func:`train` passes it).
 
     Returns:
       :class:`PrivacyPlan`.
@@ -294,6 +291,12 @@ def plan_privacy(config: DPSGDConfig, n: int) -> PrivacyPlan:
     """
     n = int(check_array("n", n, 1.0, np.inf, integer=True))
     _check_config(config, n)
+    if config.mechanism == "staircase":
+        if dimension is None:
+            raise ValueError("dimension (the number of model parameters) is required for mechanism 'staircase'")
+        dimension = int(check_array("dimension", dimension, 1.0, np.inf, integer=True))
+    else:
+        dimension = 1
     steps_per_epoch = max(1, int(round(n / config.batch_size)))
     steps = config.epochs * steps_per_epoch
     mean_rate = config.batch_size / n
@@ -323,10 +326,11 @@ def plan_privacy(config: DPSGDConfig, n: int) -> PrivacyPlan:
         counts = np.array([float(n)])
         budget = np.array([np.inf if config.epsilon is None else float(config.epsilon)])
         if config.epsilon is None:
-            mode, rate, sigma = ("fixed b" if config.mechanism == "laplace" else "fixed σ"), mean_rate, config.noise_multiplier
-        elif config.mechanism == "laplace":
-            mode, rate = "b for ε", mean_rate
-            sigma = _laplace_scale_for(config.epsilon, mean_rate, steps, delta, orders)
+            fixed = {"laplace": "fixed b", "staircase": "fixed ε₀"}.get(config.mechanism, "fixed σ")
+            mode, rate, sigma = fixed, mean_rate, config.noise_multiplier
+        elif config.mechanism in ("laplace", "staircase"):
+            mode, rate = ("b for ε" if config.mechanism == "laplace" else "ε₀ for ε"), mean_rate
+            sigma = _harmonized_scale_for(config.mechanism, config.epsilon, mean_rate, steps, delta, orders, dimension)
         elif config.noise_multiplier is None:
             mode, rate = "σ for ε", mean_rate
             sigma = float(calibrate.noise_multiplier(config.epsilon, mean_rate, steps, delta, orders=orders))
@@ -351,26 +355,31 @@ def plan_privacy(config: DPSGDConfig, n: int) -> PrivacyPlan:
         noise_std=noise_std,
         expected_batch_size=float(np.dot(counts, rate)),
         mechanism=config.mechanism,
+        dimension=dimension,
     )
 
 
-def _laplace_scale_for(epsilon: float, rate: float, steps: int, delta: float, orders) -> float:
-    """The Laplace scale b (per unit L1 sensitivity) that spends ``epsilon`` in ``steps`` subsampled steps:
-    UDP-FL's Harmonizer (:func:`jaxpriv.mechanisms.harmonizer.harmonize`) solves exactly this; the result
-    is re-checked with the trainer's own accountant and nudged up (safe side) if rounding disagrees."""
+def _harmonized_scale_for(mechanism: str, epsilon: float, rate: float, steps: int, delta: float, orders,
+                          dimension: int) -> float:
+    """The Laplace scale b (per unit L1 sensitivity) or the staircase's per-step ε₀ that spends ``epsilon``
+    in ``steps`` subsampled steps: UDP-FL's Harmonizer (:func:`jaxpriv.mechanisms.harmonizer.harmonize`)
+    solves exactly this; the result is re-checked with the trainer's own accountant and moved to the safe
+    side (b up, ε₀ down) if rounding disagrees."""
     import warnings
 
     from ..mechanisms import harmonizer
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # an unattainable target is reported below
-        b = float(harmonizer.harmonize("laplace", epsilon, delta, q=rate, rounds=steps, orders=orders).scale)
-    if not math.isfinite(b):
+        b = float(harmonizer.harmonize(mechanism, epsilon, delta, q=rate, rounds=steps, orders=orders,
+                                       dimension=dimension).scale)
+    if not (math.isfinite(b) and b > 0):
         raise _unattainable(f"epsilon {epsilon:g}")
-    accountant = GroupAccountant([rate], [b], delta, orders=orders, mechanism="laplace")
-    while accountant.epsilon(steps)[0] > epsilon:  # jit vs eager rounding: at most a step or two of 1e-12
-        b *= 1.0 + 1e-12
-        accountant = GroupAccountant([rate], [b], delta, orders=orders, mechanism="laplace")
+    safer = 1.0 + 1e-12 if mechanism == "laplace" else 1.0 - 1e-12
+    account = lambda scale: GroupAccountant([rate], [scale], delta, orders=orders, mechanism=mechanism,  # noqa: E731
+                                            dimension=dimension)
+    while account(b).epsilon(steps)[0] > epsilon:  # jit vs eager rounding: at most a step or two of 1e-12
+        b *= safer
     return b
 
 
@@ -406,9 +415,11 @@ class GroupAccountant:
       5.632
     """
 
-    def __init__(self, rates, sigmas, delta: float, *, orders=None, steps: int = 0, mechanism: str = "gaussian"):
-        if mechanism not in ("gaussian", "laplace"):
-            raise ValueError(f"mechanism must be 'gaussian' or 'laplace', got {mechanism!r}")
+    def __init__(self, rates, sigmas, delta: float, *, orders=None, steps: int = 0, mechanism: str = "gaussian",
+                 dimension: int = 1):
+        if mechanism not in MECHANISMS:
+            raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
+        dimension = int(check_array("dimension", dimension, 1.0, np.inf, integer=True))
         self.orders = check_orders(rdp.DEFAULT_ORDERS if orders is None else orders)
         rates = np.atleast_1d(np.asarray(check_array("rates", rates, 0.0, 1.0)))
         sigmas = np.atleast_1d(np.asarray(check_array("sigmas", sigmas, 0.0, np.inf, lo_open=True)))
@@ -420,6 +431,10 @@ class GroupAccountant:
         self._curve = None
         if mechanism == "laplace":  # one step's curve (G, K); T steps compose to T times it (SPEC §1.7)
             self._curve = rdp.subsampled(rates, lambda a: rdp.laplace(sigmas, a), self.orders)
+        elif mechanism == "staircase":  # per-coordinate staircase, L1 sensitivity 1 over d coordinates
+            from ..mechanisms import staircase
+
+            self._curve = rdp.subsampled(rates, lambda a: staircase.rdp_l1(sigmas, dimension, orders=a), self.orders)
 
     def epsilon(self, steps: int | None = None) -> np.ndarray:
         """ε of every group after ``steps`` steps (default: the steps taken), float64 (G,)."""
@@ -764,7 +779,7 @@ def train(
       >>> result.epsilon <= 3.0, result.steps, result.test_accuracy > 0.8
       (True, 21, True)
     """
-    from .noise import gaussian_noise, laplace_noise
+    from .noise import gaussian_noise, laplace_noise, staircase_noise
 
     n = int(data.x_train.shape[0])
     _check_config(config, n)
@@ -781,17 +796,24 @@ def train(
         raise ValueError(f"checkpoint_dir {checkpoint_dir!r} holds a different run (configuration or data differ)")
 
     if saved is None:
-        plan = plan_privacy(config, n)
+        dimension = sum(int(np.size(leaf)) for leaf in jax.tree_util.tree_leaves(nnx.state(model, nnx.Param)))
+        plan = plan_privacy(config, n, dimension)
     else:
         meta, arrays = saved
         plan = PrivacyPlan(**meta["plan"], **{k[len("plan_"):]: arrays[k] for k in arrays if k.startswith("plan_")})
     sampler_seed, noise_seed, loss_seed = _seeds(config.seed)
     sampler = PoissonSampler(plan.record_rates, seed=sampler_seed)
-    add_noise = laplace_noise if plan.mechanism == "laplace" else gaussian_noise
-    tx = optax.chain(add_noise(plan.noise_std, seed=noise_seed, normalize_by=plan.expected_batch_size), optimizer)
+    if plan.mechanism == "staircase":  # per-step ε₀ at sensitivity C (γ = γ*)
+        noise = staircase_noise(float(plan.sigma[0]), None, float(plan.clip[0]), seed=noise_seed,
+                                normalize_by=plan.expected_batch_size)
+    else:
+        add_noise = laplace_noise if plan.mechanism == "laplace" else gaussian_noise
+        noise = add_noise(plan.noise_std, seed=noise_seed, normalize_by=plan.expected_batch_size)
+    tx = optax.chain(noise, optimizer)
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     opt_state = tx.init(params)
-    accountant = GroupAccountant(plan.rate, plan.sigma, config.delta, orders=config.orders, mechanism=plan.mechanism)
+    accountant = GroupAccountant(plan.rate, plan.sigma, config.delta, orders=config.orders, mechanism=plan.mechanism,
+                                 dimension=plan.dimension)
     history: list[EpochRecord] = []
     start_epoch = 0
     if saved is not None:
@@ -805,7 +827,7 @@ def train(
 
     single = np.unique(plan.clip).size == 1  # one static clip norm, else per-record norms gathered in the step
     record_clip = jnp.asarray(plan.record_clip)
-    norm = "l1" if plan.mechanism == "laplace" else "l2"
+    norm = "l2" if plan.mechanism == "gaussian" else "l1"
     step = _make_step(graphdef, rest, tx, loss_fn, config, float(plan.clip[0]) if single else None, norm)
     evaluate = _make_evaluate(graphdef, int(config.eval_batch_size))
     x, y = jnp.asarray(data.x_train), jnp.asarray(data.y_train)
