@@ -5,9 +5,13 @@ McMahan shards) and stacks them into fixed-shape padded arrays; :mod:`~jaxpriv.f
 FedAvg / FedProx with the clients as a vmapped (and device-sharded) axis, with the local update and the
 server's aggregation as pluggable pure functions; :mod:`~jaxpriv.federated.rpdp_accounting` is rPDP-FL's
 per-record budget accountant with its baselines (SCF curve fit, Minimum, Dropout, PrivacyFree).
+
+The seeds' systems are configurations of the simulator: :mod:`~jaxpriv.federated.apes` (APES / S-APES),
+:mod:`~jaxpriv.federated.gspa` (GSPA shuffled SGD), :mod:`~jaxpriv.federated.rpdp` (rPDP-FL) and
+:mod:`~jaxpriv.federated.udpfl` (UDP-FL).
 """
 
-from . import partition, rpdp_accounting, simulator
+from . import apes, gspa, partition, rpdp, rpdp_accounting, simulator, udpfl
 from .partition import ClientData, Partition
 from .rpdp_accounting import (
     BudgetAccountant,
@@ -36,6 +40,10 @@ from .simulator import (
 __all__ = [
     "partition",
     "simulator",
+    "apes",
+    "gspa",
+    "rpdp",
+    "udpfl",
     "rpdp_accounting",
     "BudgetAccountant",
     "SCFApproximateFit",
