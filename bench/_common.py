@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import platform
 import time
@@ -94,3 +95,19 @@ def ms(seconds) -> str:
     if seconds is None:
         return "–"
     return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
+
+
+def finish(results: dict, checks: dict, t_start: float, json_path: str | None) -> int:
+    """Record the total time and end-of-run load, write ``json_path`` if given; exit status 1 if a check failed."""
+    results["checks"] = checks
+    results["total_s"] = time.perf_counter() - t_start
+    try:
+        results["machine"]["load_average_at_end"] = os.getloadavg()
+    except (OSError, KeyError):
+        pass
+    say(f"\nTotal benchmark time: {results['total_s']:.0f} s.")
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(results, f, indent=1, default=float)
+        say(f"Results written to {json_path}.")
+    return 0 if all(checks.values()) else 1

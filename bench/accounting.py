@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib.metadata
-import json
 import logging
 import os
 import resource
@@ -44,11 +43,6 @@ import jaxpriv  # noqa: E402
 
 import _common as common  # noqa: E402  (bench/ is the script's directory)
 from _common import first_and_repeats, say, timed  # noqa: E402
-
-
-def table(header, rows) -> str:
-    return common.table(header, rows, cell=fmt)
-
 
 import jax  # noqa: E402
 from jaxpriv import calibrate, rdp  # noqa: E402
@@ -557,17 +551,7 @@ def main(argv=None) -> int:
     results["big_sweep"] = bench_big_sweep(sizes, rng)
     gc.collect()
     results["checks"] = summary(results)
-    results["total_s"] = time.perf_counter() - t_start
-    try:
-        results["machine"]["load_average_at_end"] = os.getloadavg()
-    except OSError:
-        pass
-    say(f"\nTotal benchmark time: {results['total_s']:.0f} s.")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1, default=float)
-        say(f"Results written to {args.json}.")
-    return 0 if all(results["checks"].values()) else 1
+    return common.finish(results, results["checks"], t_start, args.json)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import json
 import os
 import sys
 import time
@@ -537,17 +536,7 @@ def main(argv=None) -> int:
     say(table(["ratio", "value", "goal met"], [[k, f"{v:.2f}", "yes" if met[k] else "**no**"] for k, v in goals.items()]))
     say()
     say(table(["check", "passed"], [[k, "yes" if v else "**no**"] for k, v in checks.items()]))
-    results["total_s"] = time.perf_counter() - t_start
-    try:
-        results["machine"]["load_average_at_end"] = os.getloadavg()
-    except OSError:
-        pass
-    say(f"\nTotal benchmark time: {results['total_s']:.0f} s.")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1, default=float)
-        say(f"Results written to {args.json}.")
-    return 0 if all(checks.values()) else 1
+    return common.finish(results, checks, t_start, args.json)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import json
 import os
 import sys
 import time
@@ -256,17 +255,7 @@ def main(argv=None) -> int:
                         "q for the records < 2 s warm": results["rates"]["warm_median_s"] < 2.0}
     say("Checks: " + ", ".join(f"{k}: {'ok' if v else 'FAILED'}" for k, v in checks.items()))
     say("Goals: " + ", ".join(f"{k}: {'met' if v else 'not met'}" for k, v in results["goals"].items()))
-    results["total_s"] = time.perf_counter() - t_start
-    try:
-        results["machine"]["load_average_at_end"] = os.getloadavg()
-    except OSError:
-        pass
-    say(f"\nTotal benchmark time: {results['total_s']:.0f} s.")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1, default=float)
-        say(f"Results written to {args.json}.")
-    return 0 if all(checks.values()) else 1
+    return common.finish(results, checks, t_start, args.json)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import json
 import os
 import sys
 import time
@@ -138,13 +137,7 @@ def main(argv=None) -> int:
     checks = {**results["sampling"]["checks"], **results["calibration"]["checks"]}
     results["checks"] = checks
     say("Checks: " + ", ".join(f"{k}: {'ok' if v else 'FAILED'}" for k, v in checks.items()))
-    results["total_s"] = time.perf_counter() - t_start
-    say(f"\nTotal benchmark time: {results['total_s']:.0f} s.")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1, default=float)
-        say(f"Results written to {args.json}.")
-    return 0 if all(checks.values()) else 1
+    return common.finish(results, checks, t_start, args.json)
 
 
 if __name__ == "__main__":
