@@ -139,8 +139,8 @@ def test_sweep_plot_needs_a_2d_slice(tmp_path, capsys):
 
 
 def test_report_quick(tmp_path, capsys):
-    code, out, _ = run(capsys, "report", "--quick", "--out", str(tmp_path))
-    assert code == 0
+    code, out, _ = run(capsys, "report", "--quick", "--out", str(tmp_path), "--systems", "none")
+    assert code == 0 and not (tmp_path / "systems.md").exists()
     text = (tmp_path / "report.md").read_text()
     for heading in ("## Privacy guarantee", "## Noise needed for a target ε", "## Training length affordable"):
         assert heading in text
@@ -152,7 +152,22 @@ def test_report_quick(tmp_path, capsys):
 
 def test_reproduce_is_an_alias_of_report():
     args = build_parser().parse_args(["reproduce", "--quick", "--out", "x"])
-    assert args.handler is cmd_report and args.quick and args.out == "x"
+    assert args.handler is cmd_report and args.quick and args.out == "x" and args.systems == "all"
+
+
+def test_reproduce_writes_a_seed_system_section(tmp_path, capsys):
+    code, out, _ = run(capsys, "reproduce", "--quick", "--out", str(tmp_path), "--systems", "apes")
+    assert code == 0 and "systems.md" in out
+    text = (tmp_path / "systems.md").read_text()
+    assert "**Paper:**" in text and "**Ours:**" in text and "**Why they differ:**" in text
+    for line in text.splitlines():  # every figure the report links exists
+        if line.startswith("!["):
+            assert (tmp_path / line.split("](")[1].rstrip(")")).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_reproduce_rejects_an_unknown_system(capsys):
+    code, _, err = run(capsys, "reproduce", "--quick", "--systems", "apes,dpsgd")
+    assert code == 2 and "systems must be" in err and "'dpsgd'" in err
 
 
 # --------------------------------------------------------------------------------------------------
