@@ -10,6 +10,7 @@ chosen ones and writes them, section by section, to ``systems.md`` next to the a
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import time
 from typing import Callable
@@ -45,6 +46,14 @@ def parse_systems(spec: str) -> list[str]:
     return names
 
 
+def _ours(value) -> str:
+    """A system's own numbers: prose as is; a dict as a collapsed JSON block (its table shows the headline)."""
+    if isinstance(value, str):
+        return value
+    text = json.dumps(value, indent=1, default=lambda x: float(x) if hasattr(x, "__float__") else str(x))
+    return f"see the table below.\n\n<details><summary>all numbers</summary>\n\n```json\n{text}\n```\n</details>"
+
+
 def _section(name: str, result: dict, seconds: float, out_dir: str) -> str:
     figures = "\n".join(f"![{os.path.basename(p)}]({os.path.relpath(p, out_dir)})" for p in result.get("figures", []))
     return "\n".join([
@@ -52,7 +61,7 @@ def _section(name: str, result: dict, seconds: float, out_dir: str) -> str:
         "",
         f"**Paper:** {result.get('paper', '—')}",
         "",
-        f"**Ours:** {result.get('ours', '—')}",
+        f"**Ours:** {_ours(result.get('ours', '—'))}",
         "",
         f"**Why they differ:** {result.get('why_different', '—')}",
         "",
