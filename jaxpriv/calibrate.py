@@ -303,7 +303,7 @@ def sampling_rate(target_epsilon, sigma, steps, delta, *, rounds=None, client_ra
       True
     """
     two_stage = rounds is not None or client_rate is not None
-    if not (isinstance(max_exact, (int, np.integer)) and max_exact >= 1):
+    if isinstance(max_exact, bool) or not (isinstance(max_exact, (int, np.integer)) and max_exact >= 1):
         raise ValueError(f"max_exact must be an integer in [1, inf), got {max_exact!r}")
     if not (isinstance(table_rtol, (int, float)) and 0.0 < table_rtol <= 0.1):
         raise ValueError(f"table_rtol must lie in (0, 0.1], got {table_rtol!r}")
@@ -317,10 +317,8 @@ def sampling_rate(target_epsilon, sigma, steps, delta, *, rounds=None, client_ra
             delta=(delta, 0.0, 1.0, True, True),
         )
         key = _orders_key(orders)
-        scalars = [np.asarray(check_array(n, v)) for n, v in
-                   [("sigma", sigma), ("steps", steps), ("delta", delta)]]
-        if all(is_concrete(a) for a in arrays) and all(np.ndim(x) == 0 for x in scalars) and \
-                (client_rate is None or np.ndim(client_rate) == 0) and (rounds is None or np.ndim(rounds) == 0):
+        shared = (sigma, steps, delta, client_rate, rounds)  # already validated above; None = the default 1
+        if all(is_concrete(a) for a in arrays) and all(np.ndim(x) == 0 for x in shared if x is not None):
             targets = np.asarray(arrays[0]).reshape(-1)
             distinct, inverse = np.unique(targets, return_inverse=True)
             params = [float(np.asarray(a).reshape(-1)[0]) for a in arrays[1:]]

@@ -352,9 +352,11 @@ def _rdp(epsilon, gamma, orders, p_plus=None):
     # M − 1 = p₊[(e^x − 1) + b(e^{−x} − 1)] (since p₋ = b·p₊ and p₀ = 1 − p₊ − p₋): ≥ 0, exact near α = 1
     near = jnp.log1p(p_plus * (jnp.expm1(xs) + jnp.exp(-eps) * jnp.expm1(-xs)))
     xl = jnp.where(small, 1.0, x)
-    log_p0 = _log_a_delta(eps, gamma) + jnp.where(gamma <= 0.5, jnp.log1p(-2.0 * gamma) - eps, jnp.log(jnp.abs(2.0 * gamma - 1.0)))
-    if shifted:
+    if shifted:  # p₀ = 1 − p₊ − p₋ with p₋ = b·p₊
         log_p0 = jnp.log(jnp.maximum(1.0 - (1.0 + jnp.exp(-eps)) * p_plus, 0.0))
+    else:
+        log_p0 = _log_a_delta(eps, gamma) + jnp.where(gamma <= 0.5, jnp.log1p(-2.0 * gamma) - eps,
+                                                      jnp.log(jnp.abs(2.0 * gamma - 1.0)))
     far = jnp.logaddexp(
         jnp.logaddexp(jnp.log(p_plus) + xl, log_p0), jnp.log(p_plus) - eps - xl
     )

@@ -36,7 +36,7 @@ import numpy as np
 import optax
 
 from .._numerics import check_array
-from ..mechanisms import gaussian, laplace
+from ..mechanisms import gaussian, laplace, staircase
 
 __all__ = ["NoiseState", "gaussian_noise", "laplace_noise", "staircase_noise"]
 
@@ -178,8 +178,6 @@ def staircase_noise(epsilon, gamma=None, sensitivity=1.0, *, seed, normalize_by=
       >>> out["b"].shape
       (4,)
     """
-    from ..mechanisms import staircase  # written alongside this module; imported on use
-
     epsilon = _check_scalar("epsilon", epsilon, lo=0.0, hi=np.inf, lo_open=True)
     if gamma is not None:
         gamma = _check_scalar("gamma", gamma, lo=0.0, hi=1.0)
