@@ -55,6 +55,9 @@ def map_chunked(
     Returns:
       Tuple of numpy arrays of length N, one per kernel output.
     """
+    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer))
+                                   or chunk_size < 1):
+        raise ValueError(f"chunk_size must be None or an integer in [1, inf), got {chunk_size!r}")
     n = max(int(x.shape[0]) for x in inputs)
     devices = jax.device_count()
     chunk = _bucket(n, chunk_size or DEFAULT_CHUNK, devices)

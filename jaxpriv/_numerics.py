@@ -70,6 +70,8 @@ def check_array(
     if not is_concrete(value):
         with float64():
             return jnp.asarray(value, dtype=jnp.float64)
+    if np.asarray(value).dtype == np.bool_:  # True would silently count as 1
+        raise ValueError(f"{name} must be a real number, not a bool, got {value!r}")
     try:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError) as err:

@@ -36,9 +36,9 @@ def parse_systems(spec: str) -> list[str]:
     spec = spec.strip().lower()
     if spec == "all":
         return list(SYSTEMS)
-    if spec in ("", "none"):
+    if spec == "none":
         return []
-    names = [s.strip() for s in spec.split(",") if s.strip()]
+    names = [s.strip() for s in spec.split(",")]
     unknown = [s for s in names if s not in SYSTEMS]
     if unknown:
         raise ValueError(f"systems must be 'all', 'none' or a comma-separated subset of {sorted(SYSTEMS)}, "

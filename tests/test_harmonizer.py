@@ -156,3 +156,9 @@ def test_staircase_dimension_uses_the_l1_product_curve():
     assert direct <= 2.0 and direct == pytest.approx(float(many.epsilon), rel=1e-9)
     with pytest.raises(ValueError, match="dimension"):
         harmonizer.harmonize("staircase", 2.0, 1e-5, dimension=0)
+
+
+@pytest.mark.parametrize("chunk_size", [0, -3, 2.5, True])
+def test_bad_chunk_size(chunk_size):
+    with pytest.raises(ValueError, match="chunk_size"):
+        harmonizer.harmonize("gaussian", 1.0, 1e-5, q=0.1, rounds=10, orders=[2.0, 8.0], chunk_size=chunk_size)

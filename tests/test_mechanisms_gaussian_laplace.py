@@ -270,6 +270,8 @@ BAD = [
     ("gaussian.epsilon delta = 0", lambda: gaussian.epsilon(1.0, 0.0), "delta"),
     ("gaussian.epsilon delta = 1", lambda: gaussian.epsilon(1.0, 1.0), "delta"),
     ("gaussian.epsilon sigma ≤ 0", lambda: gaussian.epsilon(-1.0, 1e-5), "sigma"),
+    ("gaussian.delta sensitivity ≤ 0", lambda: gaussian.delta(1.0, 1.0, sensitivity=0.0), "sensitivity"),
+    ("gaussian.epsilon sensitivity ≤ 0", lambda: gaussian.epsilon(1.0, 1e-5, sensitivity=-1.0), "sensitivity"),
     ("classical_sigma epsilon > 1", lambda: gaussian.classical_sigma(1.5, 1e-5), "analytic_sigma"),
     ("classical_sigma epsilon ≤ 0", lambda: gaussian.classical_sigma(0.0, 1e-5), "epsilon"),
     ("classical_sigma delta ∉ (0,1)", lambda: gaussian.classical_sigma(0.5, 1.5), "delta"),

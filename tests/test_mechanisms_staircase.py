@@ -378,6 +378,10 @@ def test_l1_curve_bounds_random_shift_vectors():
     (lambda: staircase.rdp_l1(1.0, 2.5, orders=[2.0]), "dimension"),
     (lambda: staircase.rdp_l1(0.0, 2, orders=[2.0]), "epsilon"),
     (lambda: staircase.rdp_l1(1.0, 2), "orders"),
+    (lambda: staircase.rdp_shift(0.0, 0.5, orders=[2.0]), "epsilon"),
+    (lambda: staircase.rdp_shift(1.0, 0.5, orders=[2.0], sensitivity=0.0), "sensitivity"),
+    (lambda: staircase.rdp_l1(1.0, 2, gamma=1.5, orders=[2.0]), "gamma"),
+    (lambda: staircase.rdp_l1(1.0, True, orders=[2.0]), "dimension"),
 ])
 def test_shifted_curves_bad_input(call, name):
     with pytest.raises(ValueError, match=name):

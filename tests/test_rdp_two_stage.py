@@ -73,6 +73,7 @@ def test_broadcasts_and_validates():
 @pytest.mark.parametrize("kwargs, name", [
     ({"q": 1.5}, "q"), ({"sigma": 0.0}, "sigma"), ({"steps": 0.5}, "steps"),
     ({"client_rate": 0.0}, "client_rate"), ({"client_rate": 1.2}, "client_rate"), ({"rounds": 0}, "rounds"),
+    ({"rounds": True}, "rounds"), ({"q": False}, "q"),
     ({"orders": [1.0]}, "orders"),
 ])
 def test_bad_input(kwargs, name):
@@ -133,7 +134,8 @@ def test_two_stage_rate_gradient_matches_finite_difference():
 
 @pytest.mark.parametrize("kwargs, name", [
     ({"client_rate": 0.0}, "client_rate"), ({"rounds": 0.5}, "rounds"), ({"table_rtol": 0.0}, "table_rtol"),
-    ({"table_rtol": 0.5}, "table_rtol"), ({"max_exact": 0}, "max_exact"),
+    ({"table_rtol": 0.5}, "table_rtol"), ({"max_exact": 0}, "max_exact"), ({"max_exact": True}, "max_exact"),
+    ({"rounds": True}, "rounds"),
 ])
 def test_rate_bad_input(kwargs, name):
     with pytest.raises(ValueError, match=name):
