@@ -305,3 +305,14 @@ BAD = [
 def test_bad_input(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+def test_float32_noise_scale_is_rounded_up_not_to_nearest():
+    # 0.7 rounds *down* to float32 by nearest; the sampler must use the next float32 up (never less noise)
+    key = jax.random.key(3)
+    got = gaussian.sample(key, 0.7, (1000,))
+    up = np.nextafter(np.float32(0.7), np.float32(np.inf))
+    assert float(np.float32(0.7)) < 0.7 <= float(up)
+    scaled = jax.jit(lambda k, s: jax.random.normal(k, (1000,)) * s)  # compiled like the sampler
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(scaled(key, up)))
+    assert not np.array_equal(np.asarray(got), np.asarray(scaled(key, np.float32(0.7))))

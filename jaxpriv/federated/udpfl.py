@@ -40,6 +40,7 @@ from flax import nnx
 
 from .. import rdp
 from .._numerics import check_array
+from ..mechanisms._common import round_to
 from ..mechanisms import gaussian, harmonizer, laplace, staircase
 from ..shuffle import bounds
 from ..train.clipping import split_clipped_grad_sum
@@ -165,9 +166,12 @@ def client_state(mechanisms, scale):
     for name in names:
         if name not in MECHANISMS:
             raise ValueError(f"mechanisms must each be one of {MECHANISMS}, got {name!r}")
-    scale = np.asarray(check_array("scale", scale, 0.0, np.inf, lo_open=True), np.float32).reshape(-1)
-    if scale.shape != names.shape:
-        raise ValueError(f"scale must have one entry per client ({names.size}), got {scale.shape}")
+    exact = np.asarray(check_array("scale", scale, 0.0, np.inf, lo_open=True), np.float64).reshape(-1)
+    if exact.shape != names.shape:
+        raise ValueError(f"scale must have one entry per client ({names.size}), got {exact.shape}")
+    # float32 on the safe side: σ and b rounded up, the staircase's per-step ε₀ rounded down
+    stair = names == "staircase"
+    scale = np.where(stair, round_to(exact, np.float32, up=False), round_to(exact, np.float32))
     return {"mechanism": np.array([_CODE[n] for n in names], np.int32), "scale": scale}
 
 

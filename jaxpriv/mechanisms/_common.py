@@ -73,8 +73,19 @@ def _scaled_noise(draw, key, scale, shape, dtype, name: str):
         fits = False
     if not fits:
         raise ValueError(f"{name} of shape {np.shape(scale)} does not broadcast to the sample shape {shape}")
+    if is_concrete(scale) and dtype in (np.float32, np.float16):  # bfloat16 samplers draw in float32
+        scale = round_to(scale, dtype)
     with float64() if dtype.itemsize == 8 else contextlib.nullcontext():
         return _scaled_kernel(key, scale, draw, shape, dtype)
+
+
+def round_to(value, dtype, up: bool = True) -> np.ndarray:
+    """``value`` in ``dtype``, rounded up (or down with ``up=False``) instead of to nearest, so that a noise
+    scale cast to float32 for sampling is never below the calibrated one (SPEC §0: the safe side)."""
+    exact = np.asarray(value, dtype=np.float64)
+    cast = exact.astype(dtype)
+    wrong = cast.astype(np.float64) < exact if up else cast.astype(np.float64) > exact
+    return np.where(wrong, np.nextafter(cast, np.asarray(np.inf if up else -np.inf, dtype)), cast).astype(dtype)
 
 
 def _check_sensitivity(sensitivity):
