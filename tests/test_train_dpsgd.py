@@ -529,3 +529,5 @@ def test_staircase_digits_run_stays_within_budget():
 def test_bad_accountant_mechanism():
     with pytest.raises(ValueError, match="mechanism must be one of"):
         GroupAccountant([0.1], [1.0], DELTA, mechanism="exponential")
+    with pytest.raises(ValueError, match="dimension"):
+        GroupAccountant([0.1], [1.0], DELTA, mechanism="staircase")

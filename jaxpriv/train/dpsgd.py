@@ -406,7 +406,9 @@ class GroupAccountant:
       delta: δ ∈ (0, 1).
       orders: Rényi orders (default :data:`jaxpriv.rdp.DEFAULT_ORDERS`).
       steps: steps already taken (≥ 0).
-      mechanism: ``"gaussian"`` or ``"laplace"``.
+      mechanism: ``"gaussian"``, ``"laplace"`` or ``"staircase"`` (per-step ε₀ in ``sigmas``).
+      dimension: number of noised coordinates d; required for ``"staircase"`` (accounted with
+        d·ρ(1/d), :func:`jaxpriv.mechanisms.staircase.rdp_l1`), ignored otherwise.
 
     Example:
       >>> from jaxpriv.train.dpsgd import GroupAccountant
@@ -416,10 +418,12 @@ class GroupAccountant:
     """
 
     def __init__(self, rates, sigmas, delta: float, *, orders=None, steps: int = 0, mechanism: str = "gaussian",
-                 dimension: int = 1):
+                 dimension: int | None = None):
         if mechanism not in MECHANISMS:
             raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
-        dimension = int(check_array("dimension", dimension, 1.0, np.inf, integer=True))
+        if mechanism == "staircase" and dimension is None:  # the 1-D curve is not a bound for d > 1
+            raise ValueError("dimension (the number of noised coordinates d ≥ 1) is required for mechanism 'staircase'")
+        dimension = int(check_array("dimension", 1 if dimension is None else dimension, 1.0, np.inf, integer=True))
         self.orders = check_orders(rdp.DEFAULT_ORDERS if orders is None else orders)
         rates = np.atleast_1d(np.asarray(check_array("rates", rates, 0.0, 1.0)))
         sigmas = np.atleast_1d(np.asarray(check_array("sigmas", sigmas, 0.0, np.inf, lo_open=True)))
