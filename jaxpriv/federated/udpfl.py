@@ -336,7 +336,8 @@ def reproduce(quick: bool = True, out_dir: str = ".", seeds=(0, 1, 2)) -> dict:
     md = ["| mechanism | calibrated scale | ε achieved | accuracy |", "|---|---|---|---|"]
     md += [f"| {m} | {s:.4g} | {e:.4f} | {np.mean(results[m]):.3f} |" for m, s, e in table]
     md.append(f"\nscale: σ (gaussian), b (laplace) per unit sensitivity; per-coordinate ε₀ (staircase, accounted "
-              f"as {rounds * tau}·{dim} compositions without subsampling). {n_clients} clients, q = {q}, τ = {tau}.")
+              f"over its d = {dim} coordinates as d·ρ(C/d), subsampled at q, {rounds * tau} steps). "
+              f"{n_clients} clients, q = {q}, τ = {tau}.")
     return {
         "title": "UDP-FL (seed 002): per-client mechanisms with Harmonizer-calibrated noise",
         "paper": "staircase-based UDP-FL beats Gaussian DP-SGD at equal (ε, δ) (seed 002 §5)",
