@@ -122,6 +122,16 @@ def check_broadcastable(**arrays) -> tuple:
         raise ValueError(f"shapes do not broadcast together: {described}") from None
 
 
+#: float64 unit roundoff: relative error allowances below are multiples of it
+EPS64 = float(np.finfo(np.float64).eps)
+
+
+def round_up(x, ulps: float):
+    """x + |x|·ulps·eps: moves a computed value whose relative error is at most ``ulps`` float64 ulps to
+    the safe (upper) side of the exact value (SPEC §0.1: floating-point error absorbed on the safe side)."""
+    return x + jnp.abs(x) * (ulps * EPS64)
+
+
 def log1mexp(x):
     """log(1 − e^x) for x ≤ 0, accurate near 0 and for very negative x (Mächler 2012)."""
     x = jnp.minimum(x, 0.0)

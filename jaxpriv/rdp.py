@@ -26,6 +26,8 @@ import numpy as np
 from jax.scipy.special import logsumexp
 
 from ._numerics import (
+    EPS64,
+    round_up,
     check_array,
     check_broadcastable,
     check_orders,
@@ -74,7 +76,7 @@ DEFAULT_ORDERS = np.unique(
 
 
 def _gaussian_rdp(sigma, orders):
-    return orders / (2.0 * sigma**2)
+    return round_up(orders / (2.0 * sigma**2), 3.0)  # two roundings: ≤ 1.5 ulps
 
 
 def gaussian(sigma, orders):
@@ -100,20 +102,37 @@ def gaussian(sigma, orders):
         return as_output(_gaussian_rdp(sigma[..., None], orders))
 
 
+_EXPM1_MINUS_ID_TERMS = 18  # Taylor terms of e^y − 1 − y for |y| < 1: truncation ≤ 2/19! ≈ 2e-17 relative
+
+
+def _expm1_minus_identity(y):
+    """e^y − 1 − y ≥ 0 to a few ulps relative: Taylor series for |y| < 1 (expm1(y) − y cancels there),
+    ``expm1(y) − y`` elsewhere (its two parts then differ by a factor ≥ e − 2, so at most ~3 ulps lost)."""
+    small = jnp.abs(y) < 1.0
+    ys = jnp.where(small, y, 0.0)
+    series = jnp.zeros_like(ys)
+    for k in range(_EXPM1_MINUS_ID_TERMS + 1, 1, -1):  # Horner: y²(1/2! + y(1/3! + y(…)))
+        series = series * ys + 1.0 / math.factorial(k)
+    yl = jnp.where(small, 1.0, y)
+    return jnp.where(small, series * ys * ys, jnp.expm1(yl) - yl)
+
+
 def _laplace_rdp(b, orders):
-    # ρ(α) = log( α/(2α−1) e^{(α−1)/b} + (α−1)/(2α−1) e^{−α/b} ) / (α−1).  Written as log1p(m) with
-    # m = [(1+x) expm1(x/b) + x expm1(−(1+x)/b)] / (1+2x), x = α−1, which is exact near α = 1; for large
-    # x/b the log-sum-exp form is used instead (expm1 would overflow).
+    # ρ(α) = log( α/(2α−1) e^{(α−1)/b} + (α−1)/(2α−1) e^{−α/b} ) / (α−1), with x = α−1:
+    # * x/b < 1: the argument of the log is 1 + m, m = [(1+x) E(x/b) + x E(−(1+x)/b)] / (1+2x) with
+    #   E(y) = e^y − 1 − y (the linear parts of the two exponentials cancel exactly), a sum of non-negative
+    #   terms: no cancellation near α = 1 nor for large b, where ρ ≈ α/(2b²) is tiny;
+    # * x/b ≥ 1: (α−1)ρ = x/b − log1p(x/(1+x)) + log1p(x/(1+x) e^{−(1+2x)/b}), with x/b − log1p(…) ≥ 1 − log 2.
+    # Both are within ~8 ulps; the result is rounded up by 16 (SPEC §0.1).
     x = orders - 1.0
     small = x / b < 1.0
     xs = jnp.where(small, x, 1.0)
-    m = ((1.0 + xs) * jnp.expm1(xs / b) + xs * jnp.expm1(-(1.0 + xs) / b)) / (1.0 + 2.0 * xs)
+    m = ((1.0 + xs) * _expm1_minus_identity(xs / b) + xs * _expm1_minus_identity(-(1.0 + xs) / b)) / (1.0 + 2.0 * xs)
     near_one = jnp.log1p(m) / xs
     xl = jnp.where(small, 1.0, x)
-    far = jnp.logaddexp(
-        jnp.log1p(xl) + xl / b, jnp.log(xl) - (1.0 + xl) / b
-    ) - jnp.log1p(2.0 * xl)
-    return jnp.where(small, near_one, far / xl)
+    ratio = xl / (1.0 + xl)
+    far = (xl / b - jnp.log1p(ratio) + jnp.log1p(ratio * jnp.exp(-(1.0 + 2.0 * xl) / b))) / xl
+    return round_up(jnp.where(small, near_one, far), 16.0)
 
 
 def laplace(b, orders):
@@ -340,6 +359,17 @@ def _permute_columns(x, perm: np.ndarray):
     return x @ matrix
 
 
+@functools.lru_cache(maxsize=None)
+def _log_binomial_row(alpha: int) -> np.ndarray:
+    """log C(α, i) for i = 0..α, each within ~2 ulps: the binomials are exact Python integers (the
+    lgamma difference loses up to α·log α ulps to cancellation, 7e-13 relative at α = 768)."""
+    row, c = [0.0], 1
+    for i in range(alpha):
+        c = c * (alpha - i) // (i + 1)
+        row.append(math.log(c))
+    return np.asarray(row)
+
+
 def _log_am1_binomial(log_q, log_1mq, log_gain, alphas: np.ndarray):
     """log(A_α − 1) at integer orders: Σ_{i≥2} C(α,i) q^i (1−q)^{α−i} expm1((i²−i)/(2σ²)).
 
@@ -348,12 +378,20 @@ def _log_am1_binomial(log_q, log_1mq, log_gain, alphas: np.ndarray):
     """
     terms = int(alphas.max()) + 1
     i = np.arange(terms, dtype=np.float64)[None, :]
-    lgamma = np.vectorize(math.lgamma)
     valid = (i >= 2) & (i <= alphas[:, None])
     rest = np.where(valid, alphas[:, None] - i, 0.0)
-    log_binom = np.where(valid, lgamma(alphas[:, None] + 1.0) - lgamma(i + 1.0) - lgamma(rest + 1.0), -np.inf)
-    log_terms = log_binom + i * log_q[..., None] + rest * log_1mq[..., None] + log_gain[:, None, :terms]
-    return logsumexp(log_terms, axis=-1)
+    log_binom = np.full(valid.shape, -np.inf)
+    for row, alpha in enumerate(alphas.astype(int)):
+        log_binom[row, 2 : alpha + 1] = _log_binomial_row(int(alpha))[2:]
+    parts = (log_binom, i * log_q[..., None], rest * log_1mq[..., None], log_gain[:, None, :terms])
+    log_terms = sum(parts)
+    log_am1 = logsumexp(log_terms, axis=-1)
+    # Each log-term carries an absolute rounding error of a few ulps of the magnitudes it is summed from; to
+    # first order the log-sum's error is the weight-averaged term error, so adding 8 ulps of the weighted
+    # magnitude moves the result to the safe side (SPEC §0.1).
+    magnitude = sum(jnp.where(jnp.isfinite(p), jnp.abs(p), 0.0) for p in parts) + 1.0
+    weights = jnp.where(valid & jnp.isfinite(log_terms), jnp.exp(log_terms - log_am1[..., None]), 0.0)
+    return log_am1 + 8.0 * EPS64 * jnp.sum(weights * magnitude, axis=-1)
 
 
 def _integer_groups(orders: np.ndarray):
@@ -402,6 +440,7 @@ def _subsampled_gaussian_block(q, sigma, orders_key: tuple):
         columns.append(jax.nn.softplus(log_am1) / (orders[frac] - 1.0))
         order_index.append(frac)
     rho = _permute_columns(jnp.concatenate(columns, axis=-1), np.argsort(np.concatenate(order_index)))
+    rho = round_up(rho, 4.0)  # softplus and the division by α − 1: ≤ 2 ulps
     rho = jnp.where(q[:, None] >= 1.0, _gaussian_rdp(sigma_col, orders), rho)
     rho = jnp.where(q[:, None] <= 0.0, 0.0, rho)
     invalid = ~((q >= 0) & (q <= 1) & (sigma > 0))  # traced input outside the domain: NaN, not a number
@@ -464,7 +503,7 @@ def compose(*curves, counts=None):
     Example:
       >>> from jaxpriv import rdp
       >>> g = rdp.gaussian(1.0, [2.0, 4.0])
-      >>> [float(x) for x in rdp.compose(g, g, counts=[3, 1])]
+      >>> [round(float(x), 12) for x in rdp.compose(g, g, counts=[3, 1])]
       [4.0, 8.0]
     """
     if not curves:
@@ -815,7 +854,7 @@ def _subsampled_block(q, base_int, base_at, orders_key: tuple):
         chord[position[float(lo)], j] += 1.0 - (a - lo)
         chord[position[float(hi)], j] += a - lo
     k = _mix_columns(k_int, chord)
-    rho = k / (orders - 1.0)
+    rho = round_up(k / (orders - 1.0), 4.0)  # softplus, the chord and the division: ≤ 3 ulps
     if base_at is not None:
         rho = jnp.minimum(rho, _log_one_minus_q_plus_q_exp(q[:, None], (orders - 1.0) * base_at) / (orders - 1.0))
         rho = jnp.where(q[:, None] >= 1.0, base_at, rho)  # the mechanism itself, bit for bit

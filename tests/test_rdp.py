@@ -353,6 +353,26 @@ def test_laplace_matches_mpmath_near_one_and_across_orders():
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=0)
 
 
+def test_laplace_is_never_below_mpmath_and_within_1e_13_for_large_scales():
+    # Large b is where ρ ≈ α/(2b²) is tiny and the two exponentials nearly cancel (the expm1 form lost 4e-10).
+    bs = np.array([1e-3, 0.3, 10.0, 1e3, 1e4, 1e6, 1e8])
+    orders = np.array([1 + 1e-6, 1.01, 2.0, 10.0, 1e3, 1e4])
+    got = np.asarray(rdp.laplace(bs[:, None], orders))[:, 0]
+    want = np.array([[float(mp_laplace(b, a)) for a in orders] for b in bs])
+    assert (got >= want).all()
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=0)
+
+
+def test_integer_orders_are_never_below_the_exact_sum_up_to_order_768():
+    # lgamma differences lose ~α log α ulps; the exact integer binomials and the upward allowance keep ρ ≥ exact.
+    orders = np.array([2.0, 8.0, 128.0, 256.0, 768.0])
+    for q, s in [(1e-6, 50.0), (1e-3, 5.0), (0.1, 50.0), (0.9, 1.0)]:
+        got = np.asarray(rdp.subsampled_gaussian(q, s, orders))
+        want = np.array([float(mp_subsampled_gaussian_int(q, s, int(a), dps=60)) for a in orders])
+        assert (got >= want).all(), (q, s, (got - want) / want)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+
+
 def test_laplace_limits():
     bs = np.array([0.01, 0.5, 1.0, 10.0])
     # α → 1: ρ(1) = 1/b + e^{−1/b} − 1 (the KL divergence)

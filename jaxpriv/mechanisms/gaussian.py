@@ -155,7 +155,7 @@ def rdp(sigma, orders, sensitivity=1.0):
 
     Example:
       >>> from jaxpriv.mechanisms import gaussian
-      >>> [float(r) for r in gaussian.rdp(4.0, [2.0, 8.0], sensitivity=2.0)]
+      >>> [round(float(r), 12) for r in gaussian.rdp(4.0, [2.0, 8.0], sensitivity=2.0)]
       [0.25, 1.0]
     """
     with float64():
