@@ -374,6 +374,82 @@ def test_plot_needs_history():
 
 
 # --------------------------------------------------------------------------------------------------
+# evaluation: make_evaluator / padded_test_set
+# --------------------------------------------------------------------------------------------------
+
+
+def _numpy_accuracy_and_loss(model, x, y):
+    """Oracle: the MLP's logits in float64 numpy from its parameters, then #correct and mean −log softmax_y."""
+    h = np.asarray(x, np.float64)
+    for layer in model.layers:
+        h = np.tanh(h @ np.asarray(layer.kernel[...], np.float64) + np.asarray(layer.bias[...], np.float64))
+    logits = h @ np.asarray(model.head.kernel[...], np.float64) + np.asarray(model.head.bias[...], np.float64)
+    top = logits.max(1, keepdims=True)
+    log_softmax = logits - top - np.log(np.exp(logits - top).sum(1, keepdims=True))
+    return int(np.sum(logits.argmax(1) == y)), float(-np.mean(log_softmax[np.arange(len(y)), y]))
+
+
+@pytest.mark.parametrize("batch_size", [1, 8, 37, 64])
+def test_evaluator_matches_a_numpy_oracle(batch_size):
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=(37, 6)).astype(np.float32), rng.integers(0, 3, 37).astype(np.int32)
+    model = dpsgd.MLP(6, (5,), 3, rngs=nnx.Rngs(3))
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    test = dpsgd.padded_test_set((x, y), batch_size)
+    accuracy, loss = dpsgd.make_evaluator(graphdef, batch_size)(params, rest, *test)
+    correct, want_loss = _numpy_accuracy_and_loss(model, x, y)
+    assert 0 < correct < 37  # a test that can tell right from wrong
+    assert float(accuracy) == float(np.float32(correct) / np.float32(37))  # the count, divided in float32
+    assert float(loss) == pytest.approx(want_loss, rel=1e-5)
+
+
+def test_padded_test_set_pads_with_masked_zeros():
+    d = _small_data()
+    n = d.x_test.shape[0]
+    x, y, mask = dpsgd.padded_test_set(d, 8)
+    assert x.shape == ((n + 7) // 8 * 8,) + d.x_test.shape[1:] and y.shape == mask.shape == (x.shape[0],)
+    np.testing.assert_array_equal(np.asarray(x[:n]), d.x_test)
+    np.testing.assert_array_equal(np.asarray(y[:n]), d.y_test)
+    assert np.all(np.asarray(x[n:]) == 0) and np.all(np.asarray(y[n:]) == 0)
+    np.testing.assert_array_equal(np.asarray(mask), np.arange(x.shape[0]) < n)
+    for a, b in zip(dpsgd.padded_test_set((d.x_test, d.y_test), 8), (x, y, mask)):  # a tuple works alike
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    exact = dpsgd.padded_test_set((d.x_test, d.y_test), n)  # already a multiple: no padding
+    assert exact[0].shape[0] == n and bool(np.all(np.asarray(exact[2])))
+
+
+def test_former_private_evaluation_names_are_aliases():
+    assert dpsgd._make_evaluate is dpsgd.make_evaluator
+    assert dpsgd._padded_test_set is dpsgd.padded_test_set
+
+
+@pytest.mark.parametrize("batch_size", [0, 2.5, True, np.nan])
+def test_bad_evaluator_batch_size(batch_size):
+    graphdef, _ = nnx.split(dpsgd.MLP(6, (5,), 3, rngs=nnx.Rngs(0)), nnx.Param)
+    with pytest.raises(ValueError, match="batch_size"):
+        dpsgd.make_evaluator(graphdef, batch_size)
+    with pytest.raises(ValueError, match="batch_size"):
+        dpsgd.padded_test_set((np.zeros((3, 6)), np.zeros(3)), batch_size)
+
+
+def test_bad_evaluator_graphdef():
+    with pytest.raises(ValueError, match="graphdef must be the GraphDef"):
+        dpsgd.make_evaluator(dpsgd.MLP(6, (5,), 3, rngs=nnx.Rngs(0)), 8)
+
+
+@pytest.mark.parametrize("data", [
+    np.zeros((3, 6)),  # neither a Dataset nor a pair
+    (np.zeros((3, 6)), np.zeros(3), np.zeros(3)),  # three items
+    (np.zeros((0, 6)), np.zeros(0)),  # empty
+    (np.zeros((3, 6)), np.zeros(2)),  # one label short
+    (np.float32(1.0), np.zeros(1)),  # no example axis
+])
+def test_bad_padded_test_set_data(data):
+    with pytest.raises(ValueError, match="data must"):
+        dpsgd.padded_test_set(data, 8)
+
+
+# --------------------------------------------------------------------------------------------------
 # end to end
 # --------------------------------------------------------------------------------------------------
 

@@ -226,8 +226,9 @@ def fedavg_local_sgd(loss_fn: Callable, graphdef, optimizer: optax.GradientTrans
                 # (padding scores 2 > any uniform, so it is picked only when the client has < B records).
                 score = jnp.where(data.mask, jax.random.uniform(batch_key, (width,)), 2.0)
                 _, idx = jax.lax.top_k(-score, batch_size)
-                xb = jax.tree.map(lambda v: jnp.take(v, idx, axis=0), data.x)
-                yb = jax.tree.map(lambda v: jnp.take(v, idx, axis=0), data.y)
+                # top_k's indices are in [0, width): a gather that clamps, without take's default NaN fill
+                take = lambda v: jnp.take(v, idx, axis=0, mode="clip")  # noqa: E731
+                xb, yb = jax.tree.map(take, data.x), jax.tree.map(take, data.y)
                 mb = jnp.arange(batch_size) < size
 
             def objective(p):
@@ -397,7 +398,8 @@ def make_round(local_update: LocalUpdate, *, aggregator: Aggregator | None = Non
     def chunk_fn(params, client_state, clients, clients_key, ids, valid):
         num = jax.tree.leaves(clients)[0].shape[0]
         safe = jnp.clip(ids, 0, num - 1)
-        take = lambda tree: jax.tree.map(lambda a: jnp.take(a, safe, axis=0), tree)  # noqa: E731
+        # safe is in range: a gather that clamps, without take's default NaN fill
+        take = lambda tree: jax.tree.map(lambda a: jnp.take(a, safe, axis=0, mode="clip"), tree)  # noqa: E731
         data, state = take(clients), take(client_state)
         keys = jax.vmap(jax.random.fold_in, (None, 0))(clients_key, ids)
         if sharding is not None:  # lay the chunk's clients out over the devices
@@ -671,7 +673,7 @@ def run(
     sharding, replicated, devices = _devices_sharding(mesh)
     step = make_round(local_update, aggregator=aggregator, server_optimizer=server_optimizer, sharding=sharding)
 
-    from ..train.dpsgd import _make_evaluate, _padded_test_set
+    from ..train.dpsgd import make_evaluator, padded_test_set
     from ..train.sampling import PoissonSampler
 
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
@@ -688,8 +690,8 @@ def run(
     sampler = PoissonSampler(client_rate, seed=sampler_seed, n=num_clients)
     base_key = jax.random.key(key_seed)
     if test is not None:
-        evaluate = _make_evaluate(graphdef, eval_batch_size)
-        test_arrays = _padded_test_set(test, eval_batch_size)
+        evaluate = make_evaluator(graphdef, eval_batch_size)
+        test_arrays = padded_test_set(test, eval_batch_size)
 
     history: list[RoundRecord] = []
     participants: list[np.ndarray] = []

@@ -89,6 +89,8 @@ __all__ = [
     "plan_privacy",
     "train",
     "cross_entropy_loss",
+    "make_evaluator",
+    "padded_test_set",
     "plot_learning_curve",
     "MLP",
     "CNN",
@@ -705,8 +707,41 @@ def _make_step(graphdef, rest, tx, loss_fn, config: DPSGDConfig, clip: float | N
     return jax.jit(step)
 
 
-def _make_evaluate(graphdef, batch: int):
-    """Jitted test accuracy and mean cross-entropy, in chunks of ``batch`` examples (masked padding)."""
+def _check_batch_size(batch_size) -> int:
+    return int(check_array("batch_size", batch_size, 1.0, np.inf, integer=True))
+
+
+def make_evaluator(graphdef, batch_size: int) -> Callable:
+    """A jitted evaluation of a classifier: its test accuracy and mean softmax cross-entropy, computed
+    ``batch_size`` examples at a time (a ``lax.scan`` over chunks bounds memory; padding is masked out).
+
+    ``evaluate(params, rest, x, y, mask) -> (accuracy, loss)``: ``params`` and ``rest`` are the state of
+    ``nnx.split(model, nnx.Param, ...)``; ``x``, ``y``, ``mask`` are a test set padded to a multiple of
+    ``batch_size`` (:func:`padded_test_set`). With n = Σ mask it returns (#{i: mask_i, argmax f(x_i) = y_i}
+    / n, Σ_{i: mask_i} −log softmax(f(x_i))_{y_i} / n), as 0-d arrays. The model runs in eval mode
+    (``model.eval()``: dropout off), on a copy.
+
+    Args:
+      graphdef: the model's graph definition from ``nnx.split(model, nnx.Param, ...)``.
+      batch_size: examples per chunk, an integer ≥ 1 (the same as :func:`padded_test_set`'s).
+
+    Returns:
+      the jitted ``evaluate``.
+
+    Example:
+      >>> import numpy as np
+      >>> from flax import nnx
+      >>> from jaxpriv.train.dpsgd import MLP, make_evaluator, padded_test_set
+      >>> graphdef, params, rest = nnx.split(MLP(4, (8,), 3, rngs=nnx.Rngs(0)), nnx.Param, ...)
+      >>> x, y, mask = padded_test_set((np.ones((5, 4), np.float32), np.zeros(5, np.int32)), batch_size=2)
+      >>> accuracy, loss = make_evaluator(graphdef, 2)(params, rest, x, y, mask)
+      >>> float(accuracy) in (0.0, 1.0), float(loss) > 0  # five equal examples: all right or all wrong
+      (True, True)
+    """
+    if not isinstance(graphdef, nnx.graphlib.GraphDef):
+        raise ValueError(f"graphdef must be the GraphDef of nnx.split(model, nnx.Param, ...), got "
+                         f"{type(graphdef).__name__}")
+    batch = _check_batch_size(batch_size)
 
     @jax.jit
     def evaluate(params, rest, x, y, mask):
@@ -729,12 +764,49 @@ def _make_evaluate(graphdef, batch: int):
     return evaluate
 
 
-def _padded_test_set(data, batch: int):
-    n = data.x_test.shape[0]
+def padded_test_set(data, batch_size: int) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The test set as the arrays :func:`make_evaluator`'s ``evaluate`` takes: ``x`` and ``y`` padded with
+    zeros to the next multiple of ``batch_size`` examples, and the ``mask`` that is True on the real ones
+    (one compiled evaluation, whatever the test set's size).
+
+    Args:
+      data: a :class:`jaxpriv.train.data.Dataset` (its ``x_test``, ``y_test``) or a tuple ``(x, y)`` of N ≥ 1
+        examples ``x`` (N, ...) and their labels ``y`` (N,).
+      batch_size: an integer ≥ 1.
+
+    Returns:
+      ``(x, y, mask)`` as JAX arrays with leading axis N rounded up to a multiple of ``batch_size``.
+
+    Example:
+      >>> import numpy as np
+      >>> from jaxpriv.train.dpsgd import padded_test_set
+      >>> x, y, mask = padded_test_set((np.ones((5, 4)), np.arange(5)), batch_size=4)
+      >>> x.shape, y.tolist(), mask.tolist()
+      ((8, 4), [0, 1, 2, 3, 4, 0, 0, 0], [True, True, True, True, True, False, False, False])
+    """
+    if isinstance(data, (tuple, list)):
+        if len(data) != 2:
+            raise ValueError(f"data must be a Dataset (x_test, y_test) or a tuple (x, y), got a sequence of "
+                             f"{len(data)} items")
+        x, y = data
+    elif hasattr(data, "x_test") and hasattr(data, "y_test"):
+        x, y = data.x_test, data.y_test
+    else:
+        raise ValueError(f"data must be a Dataset (x_test, y_test) or a tuple (x, y), got {type(data).__name__}")
+    batch = _check_batch_size(batch_size)
+    x, y = np.asarray(x), np.asarray(y)
+    if x.ndim == 0 or x.shape[0] == 0 or y.shape != (x.shape[0],):
+        raise ValueError(f"data must hold a non-empty x (N, ...) and labels y (N,), got shapes {x.shape} and {y.shape}")
+    n = x.shape[0]
     pad = (-n) % batch
-    x = np.concatenate([data.x_test, np.zeros((pad,) + data.x_test.shape[1:], data.x_test.dtype)])
-    y = np.concatenate([data.y_test, np.zeros(pad, data.y_test.dtype)])
+    x = np.concatenate([x, np.zeros((pad,) + x.shape[1:], x.dtype)])
+    y = np.concatenate([y, np.zeros(pad, y.dtype)])
     return jnp.asarray(x), jnp.asarray(y), jnp.asarray(np.arange(n + pad) < n)
+
+
+# The former private names, kept while jaxpriv.federated.{rpdp,gspa} still import them.
+_make_evaluate = make_evaluator
+_padded_test_set = padded_test_set
 
 
 def train(
@@ -833,9 +905,9 @@ def train(
     record_clip = jnp.asarray(plan.record_clip)
     norm = "l2" if plan.mechanism == "gaussian" else "l1"
     step = _make_step(graphdef, rest, tx, loss_fn, config, float(plan.clip[0]) if single else None, norm)
-    evaluate = _make_evaluate(graphdef, int(config.eval_batch_size))
+    evaluate = make_evaluator(graphdef, int(config.eval_batch_size))
     x, y = jnp.asarray(data.x_train), jnp.asarray(data.y_train)
-    test = _padded_test_set(data, int(config.eval_batch_size))
+    test = padded_test_set(data, int(config.eval_batch_size))
     loss_key = jax.random.key(loss_seed)
     buckets: set[int] = set()
     stopped = "completed"
