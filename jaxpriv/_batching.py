@@ -27,6 +27,15 @@ def _bucket(n: int, chunk: int, multiple: int) -> int:
     return -(-size // multiple) * multiple
 
 
+def static_size(x: int) -> int:
+    """Round a static length (a window, a group or row count) up to one of a few sizes per octave: every
+    distinct static shape is a separate compilation, so inputs that differ a little share one program."""
+    if x <= 64:
+        return 64
+    grain = 1 << max(x.bit_length() - 4, 0)
+    return -(-x // grain) * grain
+
+
 def batch_sharding() -> NamedSharding:
     """A 1-D mesh over all devices, sharding the leading (batch) axis."""
     devices = np.asarray(jax.devices())

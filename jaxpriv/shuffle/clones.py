@@ -53,7 +53,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._batching import map_chunked
+from .._batching import map_chunked, static_size
 from .._numerics import as_output, check_array, check_broadcastable, float64, is_concrete, log1mexp, log_expm1
 from ..calibrate import solve_monotone
 
@@ -141,20 +141,12 @@ def _log_half_pmf(x, size):
 # --------------------------------------------------------------------------------------------------
 
 
-def _bucket(x: int) -> int:
-    """Round a static length up to one of a few sizes per octave (fewer recompilations)."""
-    if x <= 64:
-        return 64
-    grain = 1 << max(x.bit_length() - 4, 0)
-    return -(-x // grain) * grain
-
-
 def _sizes(n_max: float) -> tuple[int, int]:
     """(window W over C, anchor terms K) for the largest n of a batch."""
     big_n = int(n_max) - 1
     window = 2 * math.ceil(_WINDOW_SDS * math.sqrt(big_n)) + 2 * _WINDOW_MARGIN + 1
     anchor = math.ceil(math.sqrt(_ANCHOR_LOG_REMAINDER * big_n)) + _WINDOW_MARGIN
-    return min(_bucket(window), _bucket(big_n + 1)), min(_bucket(anchor), _bucket(big_n // 2 + 2))
+    return min(static_size(window), static_size(big_n + 1)), min(static_size(anchor), static_size(big_n // 2 + 2))
 
 
 def _chunk(window: int, anchor: int) -> int:
@@ -316,9 +308,9 @@ def _pmf_epsilon_kernel(eps0, lo, top, log_pmf, w_rel_err, dropped, delta, *, an
 
 
 def pmf_sizes(top_max: int) -> int:
-    """Static anchor length for windows whose largest C is ``top_max``."""
-    return min(_bucket(math.ceil(math.sqrt(_ANCHOR_LOG_REMAINDER * max(top_max, 1))) + _WINDOW_MARGIN),
-               _bucket(top_max // 2 + 2))
+    """Static anchor length for windows whose largest C is ``top_max`` (a power of two: few compilations)."""
+    anchor = min(math.ceil(math.sqrt(_ANCHOR_LOG_REMAINDER * max(top_max, 1))) + _WINDOW_MARGIN, top_max // 2 + 2)
+    return 1 << (max(anchor, 64) - 1).bit_length()
 
 
 def pmf_delta(eps0, lo, top, log_pmf, dropped, epsilon, w_rel_err=None):

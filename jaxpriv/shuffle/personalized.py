@@ -188,9 +188,14 @@ def personalized_epsilon(local_epsilons, delta, model: str = "gspa", local_delta
     zero = live & (rows[:, 0] == 0.0)
     out[zero] = 0.0
     todo = np.flatnonzero(live & ~zero)
+    # Static shapes in powers of two (rows up to _ROW_CHUNK; the window, padded with impossible counts above
+    # ``top``), so that sweeps over budgets and n reuse a few compiled programs.
+    width = 1 << (logpmf.shape[1] - 1).bit_length()
+    logpmf = np.pad(logpmf, ((0, 0), (0, width - logpmf.shape[1])), constant_values=-np.inf)
+    rel = np.pad(rel, ((0, 0), (0, width - rel.shape[1])))
     for start in range(0, todo.size, _ROW_CHUNK):
         idx = todo[start:start + _ROW_CHUNK]
-        pad = (-idx.size) % _ROW_CHUNK if todo.size > _ROW_CHUNK else 0
+        pad = min(_ROW_CHUNK, 1 << (idx.size - 1).bit_length()) - idx.size
         take = np.concatenate([idx, np.full(pad, idx[0])])
         res = _clones.pmf_epsilon(rows[take, 0], np.full(take.size, float(lo)), top[take], logpmf[take],
                                   dropped[take], np.minimum(target[take], 1.0 - 1e-16), w_rel_err=rel[take])

@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._batching import static_size
 from .._numerics import check_array, float64
 
 __all__ = ["poisson_binomial_logpmf", "PoissonBinomialWindow"]
@@ -165,8 +166,8 @@ def _char_kernel(logit_p, m, theta, *, size: int, group_chunk: int):
     return re, im
 
 
-@functools.partial(jax.jit, static_argnames=("size", "width", "groups"))
-def _tilted_kernel(re, im, theta, k_rows, lo, logit_r, *, size: int, width: int, groups: int):
+@functools.partial(jax.jit, static_argnames=("size", "width"))
+def _tilted_kernel(re, im, theta, k_rows, lo, logit_r, groups, *, size: int, width: int):
     """Rows r (leave one user with logit_r out; −inf = none), tilts t: (log f estimate, rel error)."""
     k, omega, s2, sinw = _frequencies(size)
     r_re, r_im = _log_char(logit_r[:, None, None], theta[None, :, None], s2, sinw)  # (R, T, K)
@@ -206,6 +207,7 @@ def _windows(p, m, remove):
     width = hi - lo + 1
     size = 1 << max(6, (2 * width + 64 - 1).bit_length())
     theta, _ = _tilts(p, m, lo, hi, total) if total > 0.5 else (np.zeros(1), None)
+    theta = np.concatenate([theta, np.full((-theta.size) % 8, theta[-1])])  # repeated tilts: a static count
 
     k_full = _cgf(p, m, theta)
     k_rows = k_full[None, :] - _log_factor(remove[:, None], theta[None, :])  # (R, T)
@@ -220,9 +222,12 @@ def _windows(p, m, remove):
         dropped += np.exp(np.minimum(k_edge - th[0] * edge, 0.0))
     dropped = dropped * (1.0 + 1e-12)
 
+    # Static shapes in a few sizes per octave (groups, window width, rows), so that budgets that differ a
+    # little reuse one compiled program: padding groups have p = 0 (no effect), padding rows are dropped.
     gc = 1 << min(8, max(0, (p.size - 1).bit_length()))
     gc = max(1, min(gc, _ELEMENTS // (theta.size * (size // 2 + 1)) or 1))
-    pad = (-p.size) % gc
+    pad = -(-static_size(p.size) // gc) * gc - p.size
+    kernel_width = min(1 << (width - 1).bit_length(), size)
     logit_p = np.concatenate([_logit(p), np.full(pad, -np.inf)])
     mm = np.concatenate([m, np.zeros(pad)])
     logit_r = _logit(remove)  # −inf for "no removal" (p = 0)
@@ -234,13 +239,13 @@ def _windows(p, m, remove):
         for start in range(0, remove.size, rows):
             sl = slice(start, start + rows)
             nr = remove[sl].size
-            padded = rows if remove.size > rows else nr
+            padded = rows if remove.size > rows else min(rows, 1 << (nr - 1).bit_length())
             lr = np.concatenate([logit_r[sl], np.full(padded - nr, -np.inf)])
             kr = np.concatenate([k_rows[sl], np.zeros((padded - nr, theta.size))])
             lf, rel = _tilted_kernel(re, im, jnp.asarray(theta), jnp.asarray(kr), float(lo), jnp.asarray(lr),
-                                     size=size, width=width, groups=int(p.size))
-            out_f.append(np.asarray(lf)[:nr])
-            out_e.append(np.asarray(rel)[:nr])
+                                     float(p.size), size=size, width=kernel_width)
+            out_f.append(np.asarray(lf)[:nr, :width])
+            out_e.append(np.asarray(rel)[:nr, :width])
     logpmf = np.concatenate(out_f)
     rel_err = np.concatenate(out_e)
     top = np.full(remove.size, float(hi)) - (remove == 1.0)  # a removed p = 1 user lowers the support
