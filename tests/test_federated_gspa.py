@@ -151,3 +151,181 @@ def test_shuffled_sgd_rejects_bad_sigmas(digits):
         gspa.shuffled_sgd(model, local, clients, np.ones(3), epochs=1)
     with pytest.raises(ValueError, match="epochs"):
         gspa.shuffled_sgd(model, local, clients, np.ones(4), epochs=0)
+
+
+# --------------------------------------------------------------------------------------------------
+# mean and frequency estimation (Alg. 1-2) against the baselines
+# --------------------------------------------------------------------------------------------------
+
+LEVELS = np.repeat([0.1, 0.5, 1.0], [540, 370, 90])  # the paper's conservative / moderate / liberal split
+
+
+def numpy_mean_mse(x, eps, trials, rng):
+    """Direct numpy Monte Carlo of Alg. 1's squared error (Δ = 1)."""
+    z = (x + rng.laplace(0.0, 1.0 / eps, size=(trials, x.size))).mean(axis=1)
+    return np.mean((z - x.mean()) ** 2)
+
+
+def numpy_frequency_moments(x, eps):
+    """E[z], Var[z] of z = (A − B)/(n − 2B): A a sum of independent Bernoulli(p_i), written out here."""
+    q = np.exp(eps) / (1 + np.exp(eps))
+    p = np.where(x == 1, q, 1 - q)
+    b = np.sum(1 - q)
+    return (p.sum() - b) / (x.size - 2 * b), np.sum(p * (1 - p)) / (x.size - 2 * b) ** 2
+
+
+def within(a, b, se):
+    return abs(a - b) < 5 * se
+
+
+def test_mean_experiment_against_the_variance_formula_and_numpy():
+    rng = np.random.default_rng(0)
+    x = np.clip(rng.normal(0.5, 0.25, 1000), 0.0, 1.0)
+    trials = 2000
+    res = gspa.mean_experiment(x, LEVELS, seeds=(0, 1), trials=trials)
+    assert res.estimators == gspa.ESTIMATORS and res.mse.shape == (3, 2)
+    assert res.truth == pytest.approx(x.mean(), rel=1e-15)
+    budgets = [LEVELS, np.full(1000, 0.1), np.full(1000, LEVELS.mean())]
+    for i, b in enumerate(budgets):
+        exact = 2 * np.sum(1 / b**2) / 1000**2  # (2Δ²/n²) Σ 1/ε_i², unbiased: MSE = Var
+        np.testing.assert_allclose(res.mse_exact[i], exact, rtol=1e-12)
+        se = exact * np.sqrt(2 / trials)  # z ≈ normal: SD of the mean of (z − x̄)² is Var·√(2/T)
+        mc = numpy_mean_mse(x, rng.permutation(b), trials, rng)
+        for j in range(2):
+            assert within(res.mse[i, j], exact, se)
+            assert within(res.mse[i, j], mc, np.sqrt(2) * se)
+            # E|z − x̄| = √(2 Var/π) for a normal z
+            assert within(res.mae[i, j], np.sqrt(2 * exact / np.pi), np.sqrt(exact * (1 - 2 / np.pi) / trials))
+
+
+def test_frequency_experiment_exact_mse_is_variance_plus_the_assignments_bias():
+    rng = np.random.default_rng(1)
+    x = (rng.random(1000) < 0.7).astype(int)
+    trials = 2000
+    res = gspa.frequency_experiment(x, LEVELS, seeds=(3, 4), trials=trials)
+    for j, s in enumerate((3, 4)):
+        order = np.random.default_rng(s).permutation(1000)  # the documented assignment of seed s
+        for i, b in enumerate([LEVELS[order], np.full(1000, 0.1), np.full(1000, LEVELS.mean())]):
+            mean, var = numpy_frequency_moments(x, b)
+            exact = var + (mean - x.mean()) ** 2
+            np.testing.assert_allclose(res.mse_exact[i, j], exact, rtol=1e-11)
+            assert within(res.mse[i, j], exact, exact * np.sqrt(2 / trials))
+    # a numpy Monte Carlo of the personalized estimator, seed 3's assignment
+    b = LEVELS[np.random.default_rng(3).permutation(1000)]
+    q = np.exp(b) / (1 + np.exp(b))
+    y = rng.random((trials, 1000)) < np.where(x == 1, q, 1 - q)
+    z = (y.sum(axis=1) - np.sum(1 - q)) / (1000 - 2 * np.sum(1 - q))
+    assert within(res.mse[0, 0], np.mean((z - x.mean()) ** 2), np.sqrt(2) * res.mse_exact[0, 0] * np.sqrt(2 / trials))
+
+
+def test_frequency_bias_when_budgets_are_tied_to_the_data():
+    x = (np.arange(1000) < 700).astype(int)  # the conservative users are the 540 first, all with x = 1
+    tied = gspa.frequency_experiment(x, LEVELS, seeds=(0,), trials=200, permute=False)
+    mean, var = numpy_frequency_moments(x, LEVELS)
+    assert abs(mean - 0.7) > 0.2  # E[z] = Σ w_i x_i / Σ w_i, far from c
+    np.testing.assert_allclose(tied.mse_exact[0, 0], var + (mean - 0.7) ** 2, rtol=1e-11)
+    bias2 = (mean - 0.7) ** 2
+    assert bias2 > 5 * var  # the bias dominates the error (measured 0.081 vs 0.0094)
+    assert within(tied.mse[0, 0], var + bias2, np.sqrt((2 * var**2 + 4 * bias2 * var) / 200))  # z ≈ N(mean, var)
+    # averaged over random assignments the personalized estimator is unbiased: E_π[Σ w_π(i) x_i] = c Σ w
+    w = np.tanh(LEVELS / 2)
+    assert np.sum(w.mean() * x) / np.sum(w) == pytest.approx(0.7, rel=1e-12)
+
+
+def test_experiments_are_deterministic_and_permutation_only_moves_the_personalized_row():
+    x = np.linspace(0.0, 1.0, 1000)
+    a = gspa.mean_experiment(x, LEVELS, seeds=(5,), trials=50)
+    b = gspa.mean_experiment(x, LEVELS, seeds=(5,), trials=50)
+    c = gspa.mean_experiment(x, LEVELS, seeds=(5,), trials=50, permute=False)
+    np.testing.assert_array_equal(a.mse, b.mse)
+    np.testing.assert_array_equal(a.mse[1:], c.mse[1:])  # equal budgets: the assignment is irrelevant
+    assert a.mse[0, 0] != c.mse[0, 0]
+    np.testing.assert_allclose(a.mse_exact, c.mse_exact, rtol=1e-12)  # Σ 1/ε_i² does not depend on it
+
+
+def test_estimation_accounting_equals_the_engines():
+    from jaxpriv import fdp
+    from jaxpriv.shuffle import clones_epsilon
+
+    eps = np.random.default_rng(2).permutation(np.repeat([0.2, 0.5, 2.0], [100, 80, 20]))
+    acc = gspa.estimation_accounting(eps, 1e-5)
+    per_user = personalized.personalized_epsilon(eps, 1e-5, "gspa", per_user=True)
+    assert acc.epsilon_exact[0] == float(personalized.personalized_epsilon(eps, 1e-5, "gspa"))
+    assert acc.epsilon_exact_min[0] == float(np.min(per_user))
+    np.testing.assert_array_equal(acc.epsilon_exact[1:], clones_epsilon(np.array([0.2, eps.mean()]), 200, 1e-5, "strong"))
+    np.testing.assert_array_equal(acc.epsilon_exact_min[1:], acc.epsilon_exact[1:])
+    for i, e0 in ((1, 0.2), (2, eps.mean())):
+        # the uniform baseline is the personalized sum on a constant vector
+        np.testing.assert_allclose(acc.epsilon_exact[i], personalized.personalized_epsilon(np.full(200, e0), 1e-5),
+                                   rtol=1e-9)
+    for i, b in enumerate([eps, np.full(200, 0.2), np.full(200, eps.mean())]):
+        assert acc.mu[i] == pytest.approx(float(bounds.gspa_mu(b)), rel=1e-14)
+        assert acc.epsilon_gdp[i] == pytest.approx(float(fdp.gdp_epsilon(acc.mu[i], 1e-5)), rel=1e-14)
+    # shuffling never costs a user more than its own local budget; the worst case covers everyone
+    assert np.all(per_user <= eps) and np.all(per_user <= acc.epsilon_exact[0])
+    # measured: worst case 0.429 (a liberal ε = 2 target), minimum baseline 0.0421, most conservative user
+    # 0.0457, while μ→ε barely separates them (0.572 / 0.528 / 0.581)
+    assert acc.epsilon_exact[1] < acc.epsilon_exact[0] / 5 and acc.epsilon_exact_min[0] < acc.epsilon_exact[0] / 5
+    assert np.ptp(acc.epsilon_gdp) < 0.2 * acc.epsilon_gdp.min()
+
+
+@pytest.mark.slow
+def test_estimation_orderings_on_digits(tmp_path):
+    """At the paper's defaults on digits, 3 seeds. Measured (seeds 0-2): mean MSE personalized 6.4e-2,
+    minimum 1.2e-1, uniform-mean 1.1e-2; frequency 5.2e-3 / 5.6e-2 / 5.1e-3 (personalized ≈ uniform-mean:
+    no ordering asserted there); f_c 0.01 → 0.5 raises the mean MSE ~11× and the frequency MSE ~2.6×."""
+    x_mean, x_freq = gspa._estimation_data()
+    eps = gspa._level_budgets(x_mean.size, 0.54, 0.1)
+    mean = gspa.mean_experiment(x_mean, eps, seeds=(0, 1, 2)).mse
+    freq = gspa.frequency_experiment(x_freq, eps, seeds=(0, 1, 2)).mse
+    assert np.all(mean[1] > 1.5 * mean[0]) and np.all(mean[0] > 3 * mean[2])
+    assert np.all(freq[1] > 5 * freq[0])
+    for experiment, x in ((gspa.mean_experiment, x_mean), (gspa.frequency_experiment, x_freq)):
+        few = experiment(x, gspa._level_budgets(x.size, 0.01, 0.1), seeds=(0, 1, 2)).mse[0]
+        many = experiment(x, gspa._level_budgets(x.size, 0.5, 0.1), seeds=(0, 1, 2)).mse[0]
+        assert np.all(many > 2 * few)
+
+
+X01 = np.linspace(0.0, 1.0, 10)
+BITS10 = (np.arange(10) < 7).astype(int)
+EPS10 = np.full(10, 0.5)
+BAD_ESTIMATION = [
+    ("mean x 2-D", lambda: gspa.mean_experiment(X01[None], EPS10), "x"),
+    ("mean x one user", lambda: gspa.mean_experiment([0.5], [0.5]), "x"),
+    ("mean x NaN", lambda: gspa.mean_experiment(np.r_[X01[:9], np.nan], EPS10), "x"),
+    ("mean x spread > Δ", lambda: gspa.mean_experiment(2 * X01, EPS10), "sensitivity"),
+    ("mean sensitivity ≤ 0", lambda: gspa.mean_experiment(X01, EPS10, sensitivity=0.0), "sensitivity"),
+    ("mean epsilons length", lambda: gspa.mean_experiment(X01, EPS10[:9]), "local_epsilons"),
+    ("mean epsilons zero", lambda: gspa.mean_experiment(X01, np.r_[EPS10[:9], 0.0]), "local_epsilons"),
+    ("mean epsilons 2-D", lambda: gspa.mean_experiment(X01, EPS10[None]), "local_epsilons"),
+    ("mean seeds empty", lambda: gspa.mean_experiment(X01, EPS10, seeds=()), "seeds"),
+    ("mean seeds negative", lambda: gspa.mean_experiment(X01, EPS10, seeds=(-1,)), "seeds"),
+    ("mean seeds not a sequence", lambda: gspa.mean_experiment(X01, EPS10, seeds=3), "seeds"),
+    ("mean seeds fractional", lambda: gspa.mean_experiment(X01, EPS10, seeds=(0.5,)), "seeds"),
+    ("mean trials 0", lambda: gspa.mean_experiment(X01, EPS10, trials=0), "trials"),
+    ("mean trials fractional", lambda: gspa.mean_experiment(X01, EPS10, trials=2.5), "trials"),
+    ("mean trials array", lambda: gspa.mean_experiment(X01, EPS10, trials=[3]), "trials"),
+    ("mean permute not bool", lambda: gspa.mean_experiment(X01, EPS10, permute="yes"), "permute"),
+    ("frequency x non-binary", lambda: gspa.frequency_experiment(np.r_[BITS10[:9], 2], EPS10), "x"),
+    ("frequency x fractional", lambda: gspa.frequency_experiment(X01, EPS10), "x"),
+    ("frequency x 2-D", lambda: gspa.frequency_experiment(BITS10[None], EPS10), "x"),
+    ("frequency epsilons length", lambda: gspa.frequency_experiment(BITS10, EPS10[:3]), "local_epsilons"),
+    ("frequency epsilons inf", lambda: gspa.frequency_experiment(BITS10, np.r_[EPS10[:9], np.inf]), "local_epsilons"),
+    ("frequency seeds empty", lambda: gspa.frequency_experiment(BITS10, EPS10, seeds=[]), "seeds"),
+    ("frequency trials 0", lambda: gspa.frequency_experiment(BITS10, EPS10, trials=0), "trials"),
+    ("frequency permute not bool", lambda: gspa.frequency_experiment(BITS10, EPS10, permute=1), "permute"),
+    ("accounting one user", lambda: gspa.estimation_accounting([0.5]), "local_epsilons"),
+    ("accounting epsilon zero", lambda: gspa.estimation_accounting([0.5, 0.0]), "local_epsilons"),
+    ("accounting epsilons 2-D", lambda: gspa.estimation_accounting([[0.5, 0.5]]), "local_epsilons"),
+    ("accounting delta 0", lambda: gspa.estimation_accounting(EPS10, 0.0), "delta"),
+    ("accounting delta 1", lambda: gspa.estimation_accounting(EPS10, 1.0), "delta"),
+    ("accounting delta array", lambda: gspa.estimation_accounting(EPS10, [1e-6, 1e-6]), "delta"),
+    ("reproduce seeds empty", lambda: gspa.reproduce(True, "/tmp", seeds=()), "seeds"),
+    ("reproduce seeds negative", lambda: gspa.reproduce(True, "/tmp", seeds=(-1,)), "seeds"),
+]
+
+
+@pytest.mark.parametrize("call, name", [(c, n) for _, c, n in BAD_ESTIMATION], ids=[i for i, _, _ in BAD_ESTIMATION])
+def test_estimation_bad_input(call, name):
+    with pytest.raises(ValueError, match=name):
+        call()
