@@ -418,11 +418,6 @@ def test_padded_test_set_pads_with_masked_zeros():
     assert exact[0].shape[0] == n and bool(np.all(np.asarray(exact[2])))
 
 
-def test_former_private_evaluation_names_are_aliases():
-    assert dpsgd._make_evaluate is dpsgd.make_evaluator
-    assert dpsgd._padded_test_set is dpsgd.padded_test_set
-
-
 @pytest.mark.parametrize("batch_size", [0, 2.5, True, np.nan])
 def test_bad_evaluator_batch_size(batch_size):
     graphdef, _ = nnx.split(dpsgd.MLP(6, (5,), 3, rngs=nnx.Rngs(0)), nnx.Param)

@@ -804,10 +804,6 @@ def padded_test_set(data, batch_size: int) -> tuple[jax.Array, jax.Array, jax.Ar
     return jnp.asarray(x), jnp.asarray(y), jnp.asarray(np.arange(n + pad) < n)
 
 
-# The former private names, kept while jaxpriv.federated.{rpdp,gspa} still import them.
-_make_evaluate = make_evaluator
-_padded_test_set = padded_test_set
-
 
 def train(
     model: nnx.Module,
