@@ -70,12 +70,13 @@ def check_array(
     if not is_concrete(value):
         with float64():
             return jnp.asarray(value, dtype=jnp.float64)
-    if np.asarray(value).dtype == np.bool_:  # True would silently count as 1
-        raise ValueError(f"{name} must be a real number, not a bool, got {value!r}")
     try:
+        is_bool = np.asarray(value).dtype == np.bool_
         arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError) as err:
+    except (TypeError, ValueError) as err:  # strings, ragged nested lists, …
         raise ValueError(f"{name} must be a real number or an array of real numbers, got {value!r}") from err
+    if is_bool:  # True would silently count as 1
+        raise ValueError(f"{name} must be a real number, not a bool, got {value!r}")
     valid = f"{name} must lie in {_range_text(lo, hi, lo_open, hi_open)}"
     if arr.size == 0:
         raise ValueError(f"{name} is empty; {valid}")

@@ -13,6 +13,10 @@ The Poisson-subsampled Gaussian is computed exactly at every order:
 
 Both paths compute A_α − 1 rather than A_α: the curve is ρ = log1p(A_α − 1)/(α − 1), which keeps full
 relative precision when q is tiny and A_α is within 1e-15 of 1.
+
+Every curve is *conservative* (SPEC §0.1): its floating-point error is bounded and added upward, so a
+returned value is never below the exact one, and is typically a few ulps above it (``gaussian(1.0, [2.0])``
+is 1.0000000000000007, not 1.0); round before comparing for equality.
 """
 
 from __future__ import annotations
@@ -102,7 +106,7 @@ def gaussian(sigma, orders):
         return as_output(_gaussian_rdp(sigma[..., None], orders))
 
 
-_EXPM1_MINUS_ID_TERMS = 18  # Taylor terms of e^y − 1 − y for |y| < 1: truncation ≤ 2/19! ≈ 2e-17 relative
+_EXPM1_MINUS_ID_TERMS = 18  # Taylor terms of e^y − 1 − y for |y| < 1: truncation ≤ 2/20! ≈ 1e-18 relative
 
 
 def _expm1_minus_identity(y):
@@ -186,15 +190,20 @@ _LOG_CVZ_ERROR = math.log(2.0) - _CVZ_TERMS * math.log(3.0 + math.sqrt(8.0))
 _LOG_ROUNDING = math.log(3 * np.finfo(np.float64).eps)
 
 
-def _log_abs_binom(alpha, n: int):
+def _log_abs_binom(alpha, n: int, magnitude: bool = False):
     """log|C(α, i)| for i = 0..n−1 on a new last axis; exact zeros (−inf) past an integer α.
+    ``magnitude=True``: instead the sum of the absolute values of the logs it adds up (its rounding scale).
 
     Works on numpy (concrete orders: a compile-time table) and on JAX arrays (traced orders).
     """
     xp = np if isinstance(alpha, np.ndarray) else jnp
     i = xp.arange(n, dtype=np.float64)
     with np.errstate(divide="ignore"):
-        factors = xp.log(xp.abs(alpha[..., None] - i[:-1])) - xp.log(i[1:])
+        up, down = xp.log(xp.abs(alpha[..., None] - i[:-1])), xp.log(i[1:])
+    if magnitude:
+        factors = xp.where(xp.isfinite(up), xp.abs(up), 0.0) + down
+    else:
+        factors = up - down
     zeros = xp.zeros(alpha.shape + (1,))
     return xp.concatenate([zeros, xp.cumsum(factors, axis=-1)], axis=-1)
 
@@ -222,11 +231,15 @@ def _series_exponent(log_q, log_1mq, sigma, shift, upper: bool):
     """Log-weight of a series term with integral shift m, per config (leading axes of the configs
     (N, 1) broadcast against ``shift``):
 
-    m (log q − log(1−q)) + (m² − m)/(2σ²) + log Φ(±(m − z0)/σ)   (lower part: Φ((z0 − m)/σ)).
+    m log q + (m² − m)/(2σ²) + log Φ(±(m − z0)/σ)   (lower part: Φ((z0 − m)/σ)).
+
+    The term's (1−q)^{α−m} factor is added per order by the caller as (α − m)·log(1−q): written as
+    m (log q − log(1−q)) + α log(1−q) instead, two large pieces would cancel (q → 1) and their rounding
+    would dominate A_α − 1.
     """
     z0 = sigma**2 * (log_1mq - log_q) + 0.5
     tail = (shift - z0) / sigma
-    return shift * (log_q - log_1mq) + (shift * shift - shift) / (2.0 * sigma**2) + log_normal_cdf(tail if upper else -tail)
+    return shift * log_q + (shift * shift - shift) / (2.0 * sigma**2) + log_normal_cdf(tail if upper else -tail)
 
 
 def _log_am1_series(log_q, log_1mq, sigma, alpha, head: int, lower=None, upper=None):
@@ -265,9 +278,11 @@ def _log_am1_series(log_q, log_1mq, sigma, alpha, head: int, lower=None, upper=N
     # Part 0 starts at i = 2: i = 0, 1 are folded into the corrections.
     mask0 = xp.concatenate([head_mask & (i_head >= 2), xp.ones(i_tail.shape, bool)], axis=-1)
     mask1 = xp.concatenate([head_mask, xp.ones(i_tail.shape, bool)], axis=-1)
-    alpha_l1q = (alpha * log_1mq)[..., None]  # the (1−q)^α factor common to both parts
-    series0 = jnp.where(mask0, log_coef + lower + alpha_l1q, -jnp.inf)
-    series1 = jnp.where(mask1, log_coef + upper + alpha_l1q, -jnp.inf)
+    # the (1−q)^{α−m} factors: m = i in part 0 and m = α − i in part 1 (α − m = i exactly)
+    rest0 = (alpha[:, None] - i_all) * log_1mq[..., None]
+    rest1 = i_all * log_1mq[..., None]
+    series0 = jnp.where(mask0, log_coef + lower + rest0, -jnp.inf)
+    series1 = jnp.where(mask1, log_coef + upper + rest1, -jnp.inf)
     # Materialise the terms once: otherwise XLA recomputes them inside each consumer (2x slower).
     series0, series1 = jax.lax.optimization_barrier((series0, series1))
 
@@ -287,7 +302,8 @@ def _log_am1_series(log_q, log_1mq, sigma, alpha, head: int, lower=None, upper=N
     for value, _ in corr:
         top = jnp.maximum(top, value)
     top = jnp.where(jnp.isfinite(top), top, 0.0)
-    scaled = jnp.exp(series0 - top[..., None]) + jnp.exp(series1 - top[..., None])
+    scaled0, scaled1 = jnp.exp(series0 - top[..., None]), jnp.exp(series1 - top[..., None])
+    scaled = scaled0 + scaled1
     pos = jnp.sum(jnp.where(sign_series > 0, scaled, 0.0), axis=-1)
     neg = jnp.sum(jnp.where(sign_series < 0, scaled, 0.0), axis=-1)
     for value, sgn in corr:
@@ -299,6 +315,22 @@ def _log_am1_series(log_q, log_1mq, sigma, alpha, head: int, lower=None, upper=N
     # 2 a_0 / (3+√8)^n for each tail (a_0 is its first term).
     first_tail = jnp.logaddexp(series0[..., head], series1[..., head]) - float(np.log(np.abs(w[0])))
     slack = jnp.logaddexp(_LOG_ROUNDING + top + jnp.log(pos + neg), _LOG_CVZ_ERROR + first_tail)
+    # … and each term's own rounding: its log is a sum of five pieces (m log q, (m²−m)/2σ², log Φ,
+    # log|C(α, i)|, (α−m) log(1−q)), each within an ulp, and four additions (half an ulp of the partial sums
+    # each), so the term is off by at most 4 ulps of their magnitude (relative; its exp's own rounding is in
+    # the 3 ulps above).
+    log_q3, two_var = log_q[..., None], (2.0 * sigma**2)[..., None]
+    coef_size = xp.take_along_axis(_log_abs_binom(alpha, head + _CVZ_TERMS, magnitude=True), i_all.astype(np.int32), -1)
+
+    def term_size(shift, exponent, rest):
+        linear, quad = shift * log_q3, (shift * shift - shift) / two_var
+        return jnp.abs(linear) + jnp.abs(quad) + jnp.abs(exponent - linear - quad) + jnp.abs(rest) + coef_size
+
+    sizes = (jnp.where(mask0, scaled0 * term_size(i_all, lower, rest0), 0.0)
+             + jnp.where(mask1, scaled1 * term_size(alpha[:, None] - i_all, upper, rest1), 0.0))
+    finite = [(jnp.isfinite(v), jnp.where(jnp.isfinite(v), v, 0.0)) for v, _ in corr]  # log 0 = −inf: no term
+    term_error = jnp.sum(sizes, axis=-1) + sum(jnp.where(ok, jnp.exp(v - top) * jnp.abs(v), 0.0) for ok, v in finite)
+    slack = jnp.logaddexp(slack, math.log(4.0 * EPS64) + top + jnp.log(term_error))
     return jnp.where(diff > 0, jnp.logaddexp(top + jnp.log(jnp.abs(diff)), slack), slack)
 
 
