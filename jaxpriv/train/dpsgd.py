@@ -804,7 +804,6 @@ def padded_test_set(data, batch_size: int) -> tuple[jax.Array, jax.Array, jax.Ar
     return jnp.asarray(x), jnp.asarray(y), jnp.asarray(np.arange(n + pad) < n)
 
 
-
 def train(
     model: nnx.Module,
     optimizer: optax.GradientTransformation,
