@@ -227,9 +227,35 @@ def test_frequency_bias_when_budgets_are_tied_to_the_data():
     bias2 = (mean - 0.7) ** 2
     assert bias2 > 5 * var  # the bias dominates the error (measured 0.081 vs 0.0094)
     assert within(tied.mse[0, 0], var + bias2, np.sqrt((2 * var**2 + 4 * bias2 * var) / 200))  # z ≈ N(mean, var)
-    # averaged over random assignments the personalized estimator is unbiased: E_π[Σ w_π(i) x_i] = c Σ w
+
+
+def test_frequency_bias_vanishes_on_average_over_random_assignments():
+    """E[z] = Σ w_π(i) x_i / Σ w (w = tanh(ε/2)) over a uniform assignment π: Σ w is fixed, and Σ_{x_i=1} w_π(i)
+    is the sum of a simple random sample of k = Σ x from the N weights, so E_π[E[z]] = c and
+    Var_π(E[z]) = k(N − k) σ_w² / ((N − 1)(Σ w)²) (σ_w² the weights' population variance); Var[z] does not
+    depend on π (p_i(1 − p_i) = q_i(1 − q_i)). Hence E_π[mse_exact] = Var[z] + Var_π(E[z]), and the mean of
+    E[z] over assignments is c."""
+    from jaxpriv.shuffle import estimators
+
+    x = (np.arange(1000) < 700).astype(int)
+    k, n, runs = 700, 1000, 200
+    res = gspa.frequency_experiment(x, LEVELS, seeds=tuple(range(runs)), trials=1)
+    var = numpy_frequency_moments(x, LEVELS)[1]
     w = np.tanh(LEVELS / 2)
-    assert np.sum(w.mean() * x) / np.sum(w) == pytest.approx(0.7, rel=1e-12)
+    spread = k * (n - k) * np.var(w) / ((n - 1) * np.sum(w) ** 2)  # ≈ 1.4e-4, vs Var[z] ≈ 9.4e-3
+    got = res.mse_exact[0]
+    se = np.std(got, ddof=1) / np.sqrt(runs)  # ≈ 1.5e-5
+    assert abs(got.mean() - (var + spread)) < 5 * se
+    assert got.mean() - var > 5 * se  # the check sees the assignments' bias term
+    # the equal-budget baselines are unbiased for every assignment
+    for i, b in ((1, np.full(n, 0.1)), (2, np.full(n, LEVELS.mean()))):
+        np.testing.assert_allclose(res.mse_exact[i], numpy_frequency_moments(x, b)[1], rtol=1e-11)
+    # the mean of the exact E[z] over the same assignments (seed s's permutation) is c
+    means = np.array([float(estimators.frequency_estimation(jax.random.key(0), x,
+                                                             LEVELS[np.random.default_rng(s).permutation(n)]).expectation)
+                      for s in range(runs)])
+    assert abs(means.mean() - 0.7) < 5 * np.sqrt(spread / runs)
+    np.testing.assert_allclose(np.var(means), spread, rtol=0.3)  # 200 draws: the spread's sampling error ≈ 10%
 
 
 def test_experiments_are_deterministic_and_permutation_only_moves_the_personalized_row():
@@ -267,6 +293,22 @@ def test_estimation_accounting_equals_the_engines():
     # 0.0457, while μ→ε barely separates them (0.572 / 0.528 / 0.581)
     assert acc.epsilon_exact[1] < acc.epsilon_exact[0] / 5 and acc.epsilon_exact_min[0] < acc.epsilon_exact[0] / 5
     assert np.ptp(acc.epsilon_gdp) < 0.2 * acc.epsilon_gdp.min()
+
+
+def test_estimation_data_is_the_raw_ink_count_over_16(digits):
+    x_mean, x_freq = gspa._estimation_data()
+    assert x_mean.shape == x_freq.shape == (1797,)
+    assert np.all((x_mean >= 0.0) & (x_mean <= 1.0))
+    counts = 16 * x_mean
+    np.testing.assert_array_equal(counts, np.round(counts))  # counts in {0, …, 16}: Δ = 1 is the public domain's
+    raw, labels = data._read("digits")
+    np.testing.assert_array_equal(np.sort(x_mean), np.sort(raw[:, 36] / 16))
+    # the records in load("digits", seed=0)'s order, its standardised pixel an affine image of the count
+    np.testing.assert_array_equal(x_freq, np.r_[digits.y_train, digits.y_test] < 7)
+    z = np.r_[digits.x_train[:, 36], digits.x_test[:, 36]].astype(np.float64)
+    slope, icept = np.polyfit(counts, z, 1)
+    np.testing.assert_allclose(z, slope * counts + icept, atol=1e-5)
+    assert slope > 0
 
 
 @pytest.mark.slow

@@ -305,45 +305,89 @@ def test_accuracy_ordering_over_seeds(digits):
 # --------------------------------------------------------------------------------------------------
 
 
-def test_bad_inputs():
+@pytest.fixture(scope="module")
+def tiny():
+    """A 4-input, 3-class linear model for the bad-input cases."""
     graphdef, params, rest = _linear(4, 3)
-    model = nnx.merge(graphdef, params, rest)
-    loss = lambda w: jnp.sum(w ** 2)  # noqa: E731
-    ok = dict(clip=1.0, learning_rate=0.1, local_steps=1, q=0.1, rounds=2)
-    cases = [
-        (lambda: udpfl.scales(["gauss"], 1.0, 1e-5, 0.1, 10, 5), "mechanisms"),
-        (lambda: udpfl.scales([], 1.0, 1e-5, 0.1, 10, 5), "mechanisms"),
-        (lambda: udpfl.scales(["gaussian"], 1.0, 1e-5, 0.1, 0, 5), "steps"),
-        (lambda: udpfl.scales(["gaussian"], 1.0, 1e-5, 0.1, 10, 0), "dim"),
-        (lambda: udpfl.scales(["gaussian"], -1.0, 1e-5, 0.1, 10, 5), "epsilon"),
-        (lambda: udpfl.scales(["gaussian"], 1.0, 1e-5, 1.5, 10, 5), "q"),
-        (lambda: udpfl.local_update(None, None, 0.1, 1, 0.0), "q"),
-        (lambda: udpfl.local_update(None, None, 0.0, 1, 0.5), "learning_rate"),
-        (lambda: udpfl.local_update(None, None, 0.1, 0, 0.5), "local_steps"),
-        (lambda: udpfl.local_update(None, None, 0.1, 1, 0.5, mechanisms=["gauss"]), "mechanisms"),
-        (lambda: udpfl.client_state(["gaussian"], [1.0, 2.0], 1.0), "scale"),
-        (lambda: udpfl.client_state(["gaussian"], [0.0], 1.0), "scale"),
-        (lambda: udpfl.client_state(["gaussian"], [1.0], 0.0), "clip"),
-        (lambda: udpfl.client_state(["gaussian"] * 2, [1.0] * 2, [1.0] * 3), "clip"),
-        (lambda: udpfl.shuffle_epsilon(1.0, 100, 0, 1e-6), "rounds"),
-        (lambda: udpfl.fit_chain(loss, 0.0, 1.0, steps=0), "steps"),
-        (lambda: udpfl.fit_chain(loss, 0.0, 1.0, learning_rate=0.0), "learning_rate"),
-        (lambda: udpfl.fit_chain(loss, 0.0, 1.0, seed=-1), "seed"),
-        (lambda: udpfl.mode_connect(loss, []), "models"),
-        (lambda: udpfl.mode_connect(loss, [0.0, 1.0], grid=4), "grid"),
-        (lambda: udpfl.mode_connect(loss, [0.0, 1.0], grid=1), "grid"),
-        (lambda: udpfl.mode_connect_aggregator("loss", 3), "loss"),
-        (lambda: udpfl.mode_connect_aggregator(loss, 0), "num_clients"),
-        (lambda: udpfl.mode_connect_aggregator(loss, 3, steps=0), "steps"),
-        (lambda: udpfl.server_loss(dpsgd.cross_entropy_loss, graphdef, np.ones((3, 4)), [0, 1]), "x, y"),
-        (lambda: udpfl.build(model, dpsgd.cross_entropy_loss, ["gaussian"], 1.0, 1e-5, aggregation="median", **ok),
-         "aggregation"),
-        (lambda: udpfl.build(model, dpsgd.cross_entropy_loss, ["gaussian"], 1.0, 1e-5, aggregation="mode_connect", **ok),
-         "server_data"),
-        (lambda: udpfl.build(model, dpsgd.cross_entropy_loss, ["gaussian", "laplace"], 1.0, 1e-5,
-                             **{**ok, "clip": {"gaussian": 1.0}}), "clip"),
-        (lambda: udpfl.build(model, dpsgd.cross_entropy_loss, ["gaussian"], 1.0, 1e-5, **{**ok, "rounds": 0}), "rounds"),
-    ]
-    for call, name in cases:
-        with pytest.raises(ValueError, match=name):
-            call()
+    return {"model": nnx.merge(graphdef, params, rest), "graphdef": graphdef}
+
+
+_SQ = lambda w: jnp.sum(w ** 2)  # noqa: E731
+_OK = dict(clip=1.0, learning_rate=0.1, local_steps=1, q=0.1, rounds=2)
+_X4, _Y4 = np.ones((3, 4)), np.array([0, 1, 2])
+
+
+def _build(t, **kw):
+    args = {**_OK, **kw}
+    mechanisms = args.pop("mechanisms", ["gaussian"])
+    return udpfl.build(t["model"], dpsgd.cross_entropy_loss, mechanisms, 1.0, 1e-5, **args)
+
+
+BAD = [
+    ("scales unknown mechanism", lambda t: udpfl.scales(["gauss"], 1.0, 1e-5, 0.1, 10, 5), "mechanisms"),
+    ("scales no mechanism", lambda t: udpfl.scales([], 1.0, 1e-5, 0.1, 10, 5), "mechanisms"),
+    ("scales steps 0", lambda t: udpfl.scales(["gaussian"], 1.0, 1e-5, 0.1, 0, 5), "steps"),
+    ("scales dim 0", lambda t: udpfl.scales(["gaussian"], 1.0, 1e-5, 0.1, 10, 0), "dim"),
+    ("scales epsilon negative", lambda t: udpfl.scales(["gaussian"], -1.0, 1e-5, 0.1, 10, 5), "epsilon"),
+    ("scales q > 1", lambda t: udpfl.scales(["gaussian"], 1.0, 1e-5, 1.5, 10, 5), "q"),
+    ("local_update q 0", lambda t: udpfl.local_update(None, None, 0.1, 1, 0.0), "q"),
+    ("local_update learning_rate 0", lambda t: udpfl.local_update(None, None, 0.0, 1, 0.5), "learning_rate"),
+    ("local_update local_steps 0", lambda t: udpfl.local_update(None, None, 0.1, 0, 0.5), "local_steps"),
+    ("local_update unknown mechanism", lambda t: udpfl.local_update(None, None, 0.1, 1, 0.5, mechanisms=["gauss"]),
+     "mechanisms"),
+    ("client_state scale length", lambda t: udpfl.client_state(["gaussian"], [1.0, 2.0], 1.0), "scale"),
+    ("client_state scale 0", lambda t: udpfl.client_state(["gaussian"], [0.0], 1.0), "scale"),
+    ("client_state clip 0", lambda t: udpfl.client_state(["gaussian"], [1.0], 0.0), "clip"),
+    ("client_state clip length", lambda t: udpfl.client_state(["gaussian"] * 2, [1.0] * 2, [1.0] * 3), "clip"),
+    ("shuffle_epsilon rounds 0", lambda t: udpfl.shuffle_epsilon(1.0, 100, 0, 1e-6), "rounds"),
+    ("fit_chain steps 0", lambda t: udpfl.fit_chain(_SQ, 0.0, 1.0, steps=0), "steps"),
+    ("fit_chain learning_rate 0", lambda t: udpfl.fit_chain(_SQ, 0.0, 1.0, learning_rate=0.0), "learning_rate"),
+    ("fit_chain seed negative", lambda t: udpfl.fit_chain(_SQ, 0.0, 1.0, seed=-1), "seed"),
+    ("mode_connect no model", lambda t: udpfl.mode_connect(_SQ, []), "models"),
+    ("mode_connect grid even", lambda t: udpfl.mode_connect(_SQ, [0.0, 1.0], grid=4), "grid"),
+    ("mode_connect grid 1", lambda t: udpfl.mode_connect(_SQ, [0.0, 1.0], grid=1), "grid"),
+    ("aggregator loss not callable", lambda t: udpfl.mode_connect_aggregator("loss", 3), "loss"),
+    ("aggregator num_clients 0", lambda t: udpfl.mode_connect_aggregator(_SQ, 0), "num_clients"),
+    ("aggregator steps 0", lambda t: udpfl.mode_connect_aggregator(_SQ, 3, steps=0), "steps"),
+    ("server_loss labels length", lambda t: udpfl.server_loss(dpsgd.cross_entropy_loss, t["graphdef"], _X4, [0, 1]),
+     "x, y"),
+    ("build aggregation unknown", lambda t: _build(t, aggregation="median"), "aggregation"),
+    ("build mode_connect without server_data", lambda t: _build(t, aggregation="mode_connect"), "server_data"),
+    ("build clip missing a mechanism", lambda t: _build(t, mechanisms=["gaussian", "laplace"], clip={"gaussian": 1.0}),
+     "clip"),
+    ("build rounds 0", lambda t: _build(t, rounds=0), "rounds"),
+    # server_data: a malformed value names server_data (not Python's unpacking error)
+    ("server_data not a pair", lambda t: _build(t, aggregation="mode_connect", server_data=(_X4, _Y4, _Y4)),
+     "server_data"),
+    ("server_data one array", lambda t: _build(t, aggregation="mode_connect", server_data=_X4), "server_data"),
+    ("server_data a number", lambda t: _build(t, aggregation="mode_connect", server_data=3.0), "server_data"),
+    ("server_data a string", lambda t: _build(t, aggregation="mode_connect", server_data="xy"), "server_data"),
+    ("server_data dict", lambda t: _build(t, aggregation="mode_connect", server_data={"x": _X4, "y": _Y4}),
+     "server_data"),
+    ("server_data labels length", lambda t: _build(t, aggregation="mode_connect", server_data=(_X4, _Y4[:2])),
+     "server_data"),
+    ("server_data labels 2-D", lambda t: _build(t, aggregation="mode_connect", server_data=(_X4, _Y4[:, None])),
+     "server_data"),
+    ("server_data x scalar", lambda t: _build(t, aggregation="mode_connect", server_data=(1.0, [0])), "server_data"),
+    ("server_data empty", lambda t: _build(t, aggregation="mode_connect", server_data=(np.ones((0, 4)), [])),
+     "server_data"),
+    ("server_data NaN", lambda t: _build(t, aggregation="mode_connect", server_data=(np.r_[_X4[:2], [[np.nan] * 4]], _Y4)),
+     "server_data"),
+    ("server_data ragged", lambda t: _build(t, aggregation="mode_connect", server_data=([[1.0, 2.0], [1.0]], [0, 1])),
+     "server_data"),
+    ("server_data features", lambda t: _build(t, aggregation="mode_connect", server_data=(np.ones((3, 5)), _Y4)),
+     "server_data"),
+    ("server_data features with mean", lambda t: _build(t, server_data=(np.ones((3, 5)), _Y4)), "server_data"),
+]
+
+
+@pytest.mark.parametrize("call, name", [(c, n) for _, c, n in BAD], ids=[i for i, _, _ in BAD])
+def test_bad_input(tiny, call, name):
+    with pytest.raises(ValueError, match=name):
+        call(tiny)
+
+
+def test_valid_server_data_is_accepted_as_lists_and_arrays(tiny):
+    for server in ((_X4, _Y4), [_X4.tolist(), _Y4.tolist()], (jnp.asarray(_X4), jnp.asarray(_Y4))):
+        cfg = _build(tiny, aggregation="mode_connect", server_data=server)
+        assert isinstance(cfg.aggregator, simulator.Aggregator)

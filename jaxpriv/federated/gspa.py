@@ -600,15 +600,28 @@ def _bounds_table(ns, eps0, delta):
 _LEVELS = (0.54, 0.37, 0.09), (0.1, 0.5, 1.0)  # seed 003: f_c, f_m, f_l (Acquisti 2005) and ε_C, ε_M, ε_L
 
 
+#: footnote ¹ of the estimation tables: one ε column serves both algorithms, but it is proven for one only
+_STRONG_CLONE_NOTE = (
+    "¹ The exact ε columns are the strong-clone (GSPA-model) clone sum, one number per budget vector for both "
+    "algorithms. It is a bound for Alg. 2 (binary randomized response); for Alg. 1 (mean estimation, Laplace "
+    "reports) it rests on the strong-clone premise, which is not proven for Laplace reports (SPEC §3.1, FMT23 "
+    "erratum): the paper's model, not a guarantee, for the mean rows.")
+_INK_MAX = 16  # digits' pixels are ink counts in {0, …, 16} (UCI optdigits: 4×4 blocks of a 32×32 bitmap)
+
+
 def _estimation_data():
-    """Digits (all 1797 records): the centre pixel's ink scaled to [0, 1] (raw counts 0..16, a public
-    domain, so Δ = 1) for the mean, and the bit "label < 7" (density ≈ 0.70, the paper's c) for frequencies."""
+    """Digits (all 1797 records): the centre pixel's raw ink count divided by 16 (the public domain
+    {0, …, 16}, fixed by the data's format rather than read off the data, so Δ = 1) for the mean, and the
+    bit "label < 7" (density ≈ 0.70, the paper's c) for frequencies. Records in ``data.load("digits",
+    seed=0)``'s order (train, then test); the raw counts, not its standardised features."""
     from ..train import data
 
-    d = data.load("digits", seed=0)
-    pixel = np.concatenate([d.x_train[:, 36], d.x_test[:, 36]]).astype(np.float64)
-    labels = np.concatenate([d.y_train, d.y_test])
-    return (pixel - pixel.min()) / (pixel.max() - pixel.min()), (labels < 7).astype(np.int32)
+    x, y = data._read("digits")
+    train, test = data._stratified_split(y, 0.2, 0)  # load("digits", seed=0)'s split
+    order = np.concatenate([train, test])
+    pixel = x[order, 36] / _INK_MAX
+    assert np.all((pixel >= 0.0) & (pixel <= 1.0)), "digits' ink counts left {0, …, 16}"
+    return pixel, (y[order] < 7).astype(np.int32)
 
 
 def _level_budgets(n, f_c, eps_c):
@@ -694,22 +707,22 @@ def _estimation(quick, seeds, out_dir, plt, delta=1e-6):
     md = ["", f"Mean / frequency estimation on digits (Alg. 1-2; δ = {delta:g}; {trials} trials × {len(seeds)} "
           "seed(s); budgets: f_c at ε_C, 0.09 at 1, the rest at 0.5, assigned at random). MSE and central ε for "
           "personalized / all at min ε_i / all at mean ε_i (the last exceeds the conservative users' budgets).", "",
-          "| sweep | f_c | ε_C | n | mean MSE | freq. MSE | exact ε (worst) | exact ε, most conservative user | "
+          "| sweep | f_c | ε_C | n | mean MSE | freq. MSE | exact ε (worst)¹ | exact ε, most conservative user¹ | "
           "GSPA μ→ε |", "|---|---|---|---|---|---|---|---|---|"]
     md += [f"| {r['sweep']} | {r['f_c']:g} | {r['eps_c']:g} | {r['n']} | {three(r['mean_mse'], '.2e')} | "
            f"{three(r['freq_mse'], '.2e')} | {three(r['epsilon_exact'], '.4f')} | "
            f"{three(r['epsilon_exact_min'][:1], '.4f')} | {three(r['epsilon_gdp'], '.3f')} |" for r in rows]
-    md += ["", "| scenario (jaxpriv.budgets) | n | mean MSE | freq. MSE | exact ε (worst) | exact ε, most "
-           "conservative user | GSPA μ→ε |", "|---|---|---|---|---|---|---|"]
+    md += ["", "| scenario (jaxpriv.budgets) | n | mean MSE | freq. MSE | exact ε (worst)¹ | exact ε, most "
+           "conservative user¹ | GSPA μ→ε |", "|---|---|---|---|---|---|---|"]
     md += [f"| {r['scenario']} | {r['n']} | {three(r['mean_mse'], '.2e')} | {three(r['freq_mse'], '.2e')} | "
            f"{three(r['epsilon_exact'], '.4f')} | {r['epsilon_exact_min'][0]:.4f} | {three(r['epsilon_gdp'], '.3f')} |"
            for r in scen]
     md += ["", f"Budgets tied to the data (conservative users = those with label < 7): E[z] = {tied_mean:.4f} "
-           f"against c = {float(np.mean(x_freq)):.4f}."]
+           f"against c = {float(np.mean(x_freq)):.4f}.", "", _STRONG_CLONE_NOTE]
     default = cache[f_c0, eps_c0, x_mean.size]
     fc = [r for r in rows if r["sweep"] == "f_c"]
     join = lambda v, f: " / ".join(format(u, f) for u in v)
-    why = ("Estimation: digits (n = 1797, the centre pixel's ink in [0, 1] and the bit label < 7) replaces the paper's "
+    why = ("Estimation: digits (n = 1797, the centre pixel's ink count / 16 in [0, 1] and the bit label < 7) replaces the paper's "
            "10 000 synthetic records, and we report MSE (MAE too, in the numbers) with its exact value. The mean's MSE "
            f"(2/n²) Σ 1/ε_i² is exactly linear in f_c ({fc[0]['mean_mse_exact'][0]:.2e} at f_c = {fc[0]['f_c']:g} to "
            f"{fc[-1]['mean_mse_exact'][0]:.2e} at {fc[-1]['f_c']:g}), so the MAE (∝ its square root) is not, and it "
@@ -720,7 +733,8 @@ def _estimation(quick, seeds, out_dir, plt, delta=1e-6):
            f"Σ 1/ε_i²), barely for frequencies ({default['freq_mse'][2]:.2e}; randomized response's precision depends "
            "on Σ tanh(ε_i/2), nearly linear in small ε_i). The paper's μ barely separates the three (μ→ε "
            f"{join(default['epsilon_gdp'], '.3f')}: Σ 1/(1+e^ε_i) ≈ n/2 for small ε_i), the exact clone sum does "
-           f"({join(default['epsilon_exact'], '.4f')}; the most conservative user's own ε "
+           f"({join(default['epsilon_exact'], '.4f')}, a bound for Alg. 2 but for Alg. 1's Laplace reports only under "
+           "the unproven strong-clone premise, see the table's footnote; the most conservative user's own ε "
            f"{default['epsilon_exact_min'][0]:.4f}, near the minimum baseline's); μ→ε even exceeds the minimum "
            f"baseline's local ε = {eps_c0:g}, which bounds its central ε by itself (μ ignores the target's own "
            "randomizer). Alg. 2's E(z) = c holds only when the budgets are independent of the data (on average over "
