@@ -356,3 +356,119 @@ def test_end_to_end_n1e4():
 def test_bad_input(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+# ------------------------------------------------------------------------------------------------
+# the JAX kernels against the previous numpy/scipy algorithm, written out directly here
+# ------------------------------------------------------------------------------------------------
+
+
+def numpy_rect_masses(p, x_lo, wx, y_lo, wy, order):
+    """Gauss–Legendre (order) in x of φ_X(u)·[Φ((y₁ − E[Y|u])/s) − Φ((y₀ − E[Y|u])/s)], scipy ndtr, numpy."""
+    from scipy.special import ndtr
+
+    mean, cov = gaussian_params(p)
+    var, c = cov[0, 0], cov[0, 1]
+    sd, slope = math.sqrt(var), c / var
+    s = math.sqrt(np.sum(p * (1 - p)) / 2 * (var - c) / var)
+    nodes, weights = np.polynomial.legendre.leggauss(order)
+    u = x_lo[:, None] + wx / 2 * (nodes[None, :] + 1)
+    w = wx / 2 * weights[None, :] * np.exp(-0.5 * ((u - mean[0]) / sd) ** 2) / (sd * math.sqrt(2 * math.pi))
+    cm = mean[0] + slope * (u - mean[0])
+    lo = (y_lo[None, None, :] - cm[:, :, None]) / s
+    hi = (y_lo[None, None, :] + wy - cm[:, :, None]) / s
+    diff = np.where(lo > 0, ndtr(-lo) - ndtr(-hi), ndtr(hi) - ndtr(lo))
+    return np.einsum("ig,igj->ij", w, diff)
+
+
+GRID = [np.array([0.3]), P_SMALL, np.random.default_rng(5).uniform(0.2, 1.0, 50),
+        M.clone_probabilities(np.random.default_rng(6).uniform(0.0, 3.0, 150), 1e-3)]
+
+
+@pytest.mark.parametrize("k", range(len(GRID)))
+def test_kernels_equal_direct_numpy(k):
+    """TV parts, cell masses and Eq. 14 equal a plain numpy/scipy evaluation of the same formulas (the
+    pre-JAX implementation's algorithm) on the full support, to rounding."""
+    p = GRID[k]
+    law = M.lattice_logpmf(p)
+    lo, size = law.offset, law.logpmf.shape[0]  # the whole support except for m = 150
+    P = trinomial_convolution(p)[lo : lo + size, lo : lo + size]
+    assert np.max(np.abs(np.exp(law.logpmf) - P)) <= 1e-13
+    g = M._matched_gaussian(p)
+    order, _ = M._quad_order(g, 1.0, 1.0, size**2, 1e-13)
+    edges = lo + np.arange(size) - 0.5
+    Q = numpy_rect_masses(p, edges, 1.0, edges, 1.0, order)
+    q, q_err = M.gaussian_cell_masses(p, lo, size)
+    assert np.max(np.abs(q - Q)) <= 1e-16 + 1e-14 * np.abs(Q).max()
+    tau, parts = M.lattice_gaussian_tv(p, return_parts=True)
+    assert parts["window"] == (lo, size)
+    body, q_out = 0.5 * np.abs(P - Q).sum(), max(0.0, 1.0 - Q.sum())
+    assert abs(parts["half_abs_sum"] - body) <= 1e-14
+    assert abs(parts["gauss_outside"] - q_out) <= 1e-14
+    assert parts["error_allowance"] >= q_err  # the allowance still covers the cell masses' own bound
+    computed = body + 0.5 * q_out + 0.5 * law.outside
+    assert computed <= float(tau) <= computed + 1e-11  # the allowance on top, and nothing more
+    # Eq. 14: ½ × ½ boxes with corners on the lattice
+    order14, _ = M._quad_order(g, 0.5, 0.5, size**2, 1e-15)
+    corners = lo + np.arange(size, dtype=np.float64)
+    h = numpy_rect_masses(p, corners, 0.5, corners, 0.5, order14)
+    assert abs(float(M.gspa_eq14(p)) - np.max(np.abs(P - h))) <= 1e-14
+
+
+def numpy_eapes_delta(mu, tau, dm, eps):
+    """δ(ε) of eapes_delta written with scipy (no rounding allowances): δ_max + (1 − δ_max)·U(ε)."""
+    from scipy.stats import norm
+
+    gd = norm.cdf(-eps / mu + mu / 2) - np.exp(eps) * norm.cdf(-eps / mu - mu / 2)
+    b_star = norm.cdf(-eps / mu - mu / 2)
+    g_tau = norm.cdf(norm.isf(tau) - mu) if tau > 0 else 1.0
+    u = np.where(b_star >= tau, gd + (1 + np.exp(eps)) * tau, 1 + tau - g_tau)
+    return dm + (1 - dm) * np.minimum(u, 1.0)
+
+
+def test_eapes_delta_and_epsilon_equal_direct_scipy():
+    from scipy.optimize import brentq
+
+    p = M.clone_probabilities(np.full(4999, 0.8), 1e-5)
+    mu = float(M.eapes_mu(p))
+    eps = np.linspace(0.0, 2.0, 41)
+    for tau, dm in [(0.0, 0.0), (1e-3, 0.0), (2e-3, 1e-6), (0.05, 1e-3)]:
+        want = numpy_eapes_delta(mu, tau, dm, eps)
+        got = M.eapes_delta(p, tau, dm, eps)
+        # the direct Φ difference has an absolute rounding error of a few 1e-17 (here δ goes down to 1e-60)
+        assert np.all(got >= want - 1e-16) and np.all(got <= want * (1 + 1e-12) + 1e-16)
+        for delta in (0.3, 0.02, 4e-3, 1e-4):
+            e = float(M.eapes_epsilon(p, tau, dm, delta))
+            gap = lambda x: numpy_eapes_delta(mu, tau, dm, x) - delta
+            if gap(0.0) <= 0:
+                assert e == 0.0
+            elif gap(50.0) > 0:
+                assert np.isinf(e)  # below the δ floor
+            else:
+                root = brentq(gap, 0.0, 50.0, xtol=1e-15, rtol=1e-13)
+                assert root <= e <= root * (1 + 1e-9) + 1e-12
+
+
+def test_sweep_reuses_compiled_programs():
+    """A second p of similar size (a different window, the same padded width) and a different number of
+    ε values (the same bucket) do not compile again."""
+    rng = np.random.default_rng(11)
+    p1 = np.full(2000, 0.5)
+    p2 = rng.uniform(0.45, 0.55, 2060)
+    M.lattice_gaussian_tv(p1)
+    M.gspa_eq14(p1)
+    M.eapes_epsilon(p1, 1e-3, 0.0, [1e-2, 1e-3, 1e-4])
+    sizes = (M._window_kernel._cache_size(), M._epsilon_jit._cache_size())
+    assert M.lattice_gaussian_tv(p2, return_parts=True)[1]["window"] != M.lattice_gaussian_tv(p1, return_parts=True)[1]["window"]
+    M.gspa_eq14(p2)
+    M.eapes_epsilon(p2, 2e-3, 1e-6, [5e-2, 1e-2, 1e-3, 1e-4, 1e-5])
+    assert (M._window_kernel._cache_size(), M._epsilon_jit._cache_size()) == sizes
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [({"offset": 0.5, "size": 4}, "offset"), ({"offset": 0, "size": 0}, "size"), ({"offset": 0, "size": 2.5}, "size")],
+)
+def test_bad_cell_window(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        M.gaussian_cell_masses([0.5, 0.6], **kwargs)

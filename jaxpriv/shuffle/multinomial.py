@@ -16,29 +16,44 @@ This module provides
   (≤ 1e-40) mass;
 * :func:`lattice_gaussian_tv` — an *upper bound* τ on the true total-variation distance between that
   lattice law and the matched Gaussian (E-APES Lemma 3 / GSPA Lemma 2) discretised to unit cells;
-  numerical errors (quadrature, rounding, truncation) are bounded and added, so τ ≥ the exact TV;
+  numerical errors (quadrature, rounding, summation, truncation) are bounded and added, so τ ≥ the
+  exact TV;
 * :func:`gspa_eq14` — the paper's Eq. 14 quantity (½ × ½ boxes, sup of differences), for reproduction
   only: it is **not** a total-variation distance and must not be used as τ;
 * :func:`eapes_tradeoff`, :func:`eapes_delta`, :func:`eapes_epsilon` — E-APES Theorem 3 / GSPA
   Theorem 2 with the unknown Berry–Esseen constant replaced by a computed τ, and its (ε, δ) curve.
 
 Conventions. ``p`` is always the vector of the *other* users' clone probabilities (the target
-excluded: n − 1 entries for n users), each in (0, 1]. Everything is float64 numpy/scipy (the windows
-have data-dependent shapes, so nothing here is jit-compiled); results are numpy float64. Invalid input
-raises ``ValueError`` naming the parameter and its valid range.
+excluded: n − 1 entries for n users), each in (0, 1]. Invalid input raises ``ValueError`` naming the
+parameter and its valid range; results are numpy float64.
+
+How it is computed. The window sizes depend on the data (the Bernstein radius of p), so they are
+decided on the host in numpy, together with the scalar quantities (matched Gaussian, quadrature order
+from its proven error bound). The heavy W × W work runs in float64 jitted JAX kernels with *static*
+shapes: the window is padded to :func:`jaxpriv._batching.static_size` (a few sizes per octave) and
+masked, so a sweep over p of similar sizes reuses one compiled program. The TV bound and Eq. 14 stream
+over blocks of rows (``lax.map``) and never hold a W × W array; the binomial factor is Loader's
+saddle-point form shared with :mod:`jaxpriv.shuffle.clones`. The (ε, δ) functions are jitted and
+batched over their broadcast arguments with :func:`jaxpriv._batching.map_chunked`.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
+import jax
+import jax.numpy as jnp
 import numpy as np
-from scipy.special import expit, ndtr, ndtri
-from scipy.stats import binom
+from jax import lax
+from jax.scipy.special import ndtr, ndtri
+from scipy.special import expit
 
-from .._numerics import check_array
 from .. import fdp
+from .._batching import map_chunked, static_size
+from .._numerics import check_array, check_broadcastable, float64
+from .clones import _log_half_pmf
 from .poisson_binomial import poisson_binomial_logpmf
 
 __all__ = [
@@ -57,6 +72,9 @@ __all__ = [
 _EPS = float(np.finfo(np.float64).eps)
 _WINDOW_TAIL = 1e-40  # per-coordinate Bernstein tail mass allowed outside the 2-D window
 _QUAD_ORDERS = (4, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+_ELEMENTS = 1 << 20  # rows × nodes × columns per block of the cell kernel (bounded temporaries)
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
+_SQRT_HALF = math.sqrt(0.5)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -82,7 +100,7 @@ def _check_delta_max(delta_max) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------------------------------
-# clone probabilities and the lattice law
+# clone probabilities
 # ----------------------------------------------------------------------------------------------------
 
 
@@ -99,6 +117,11 @@ def clone_probabilities(local_epsilons, local_deltas=None) -> np.ndarray:
 
     Returns:
         float64 numpy array of p_i ∈ (0, 1] (it underflows to 0 only for ε_i > 745).
+
+    Example:
+        >>> from jaxpriv.shuffle.multinomial import clone_probabilities
+        >>> round(float(clone_probabilities(1.0, 1e-3)), 6)
+        0.537345
     """
     eps = np.asarray(check_array("local_epsilons", local_epsilons, 0.0), dtype=np.float64)
     if local_deltas is None:
@@ -126,38 +149,115 @@ class LatticeLaw(NamedTuple):
     outside: float
 
 
+# ----------------------------------------------------------------------------------------------------
+# JAX kernels on a padded window (static width, masked by the true size)
+# ----------------------------------------------------------------------------------------------------
+
+
+def _lattice_rows(rows, log_c, c_off, c_len, lo, size, width: int):
+    """log Pr[ξ₀ = lo + i, ξ₁ = lo + j] for i ∈ ``rows`` (R,), j < ``width``: log Pr[C = c] + log Bin(i; c, ½),
+    −inf off the count window [c_off, c_off + c_len) and outside the true ``size`` × ``size`` window."""
+    cols = jnp.arange(width)
+    a = lo + rows[:, None]
+    c = a + (lo + cols)[None, :]
+    k = c - c_off
+    inside = (k >= 0) & (k < c_len) & (rows[:, None] < size) & (cols[None, :] < size)
+    log_count = jnp.take(log_c, jnp.clip(k, 0, log_c.shape[0] - 1))
+    a_f, c_f = a.astype(jnp.float64), jnp.where(inside, c, a).astype(jnp.float64)
+    return jnp.where(inside, log_count + _log_half_pmf(a_f, c_f), -jnp.inf)
+
+
+def _cell_rows(rows, gauss, nodes, weights, x0, wx, y0, wy, width: int):
+    """Gauss–Legendre masses of [x0 + i, x0 + i + wx] × [y0 + j, y0 + j + wy] (i ∈ ``rows``, j < ``width``).
+
+    The inner integral is a Φ difference taken from the tail that does not cancel: Φ(−|t|) is
+    ½ erfc(|t|/√2) (``ndtr`` without its erf branch). Each cell evaluates its own two edges: sharing an
+    edge between neighbouring cells through shifted slices is 4× slower in XLA's CPU fusion (measured).
+    """
+    mean, sd, slope, s = gauss[0], gauss[1], gauss[2], gauss[3]
+    u = (x0 + rows.astype(jnp.float64))[:, None] + wx / 2 * (nodes[None, :] + 1)  # (R, N)
+    w = (wx / 2) * weights[None, :] * jnp.exp(-0.5 * ((u - mean) / sd) ** 2) / (sd * _SQRT_2PI)
+    cm = (mean + slope * (u - mean))[:, :, None]  # conditional means
+    y_lo = y0 + jnp.arange(width, dtype=jnp.float64)
+    t_lo, t_hi = (y_lo - cm) / s, (y_lo + wy - cm) / s  # (R, N, width)
+    tail_lo = 0.5 * lax.erfc(jnp.abs(t_lo) * _SQRT_HALF)
+    tail_hi = 0.5 * lax.erfc(jnp.abs(t_hi) * _SQRT_HALF)
+    # t_lo > 0: Φ(−t_lo) − Φ(−t_hi); else Φ(t_hi) − Φ(t_lo) with Φ(t_lo) = tail_lo.
+    diff = jnp.where(t_lo > 0, tail_lo - tail_hi, jnp.where(t_hi > 0, 1.0 - tail_hi, tail_hi) - tail_lo)
+    return jnp.sum(w[:, :, None] * diff, axis=1)
+
+
+def _block_rows(order: int, width: int) -> int:
+    """Rows per block: a power of two keeping rows × nodes × columns near ``_ELEMENTS``."""
+    fit = max(1, _ELEMENTS // (order * width))
+    return min(1 << (fit.bit_length() - 1), 1 << (width - 1).bit_length())
+
+
+@functools.partial(jax.jit, static_argnames=("width", "rows", "mode"))
+def _window_kernel(log_c, c_off, c_len, lo, size, gauss, nodes, weights, x0, wx, y0, wy, *,
+                   width: int, rows: int, mode: str):
+    """Streams over blocks of ``rows`` rows of the padded window and returns, by ``mode``:
+
+    * ``"cells"``: the Gaussian masses (width, width) (0 outside the true window);
+    * ``"tv"``: per-row Σ_j |P − Q| and Σ_j Q, shape (2, width) (summed on the host, see the TV bound);
+    * ``"eq14"``: max |P − Q| over the window.
+    """
+    blocks = -(-width // rows)
+
+    def block(start):
+        r = start + jnp.arange(rows)
+        valid = (r[:, None] < size) & (jnp.arange(width)[None, :] < size)
+        q = jnp.where(valid, _cell_rows(r, gauss, nodes, weights, x0, wx, y0, wy, width), 0.0)
+        if mode == "cells":
+            return q
+        pk = jnp.exp(_lattice_rows(r, log_c, c_off, c_len, lo, size, width))  # 0 off the window
+        if mode == "tv":
+            return jnp.stack([jnp.sum(jnp.abs(pk - q), axis=1), jnp.sum(q, axis=1)])
+        return jnp.max(jnp.abs(pk - q))
+
+    out = lax.map(block, jnp.arange(blocks) * rows)
+    if mode == "cells":
+        return out.reshape(blocks * rows, width)[:width]
+    if mode == "tv":
+        return jnp.moveaxis(out, 1, 0).reshape(2, blocks * rows)[:, :width]
+    return jnp.max(out)
+
+
+@functools.partial(jax.jit, static_argnames=("width",))
+def _lattice_kernel(log_c, c_off, c_len, lo, size, *, width: int):
+    return _lattice_rows(jnp.arange(width), log_c, c_off, c_len, lo, size, width)
+
+
+# ----------------------------------------------------------------------------------------------------
+# the lattice law
+# ----------------------------------------------------------------------------------------------------
+
+
 def _bernstein_radius(var: float, tail: float) -> float:
     """t with 2·exp(−t²/(2(var + t/3))) = tail (Bernstein, increments in [0, 1])."""
     L = math.log(2.0 / tail)
     return (2 * L / 3 + math.sqrt((2 * L / 3) ** 2 + 8 * L * var)) / 2
 
 
-def lattice_logpmf(p, log_pmf_count=None) -> LatticeLaw:
-    """Exact log-pmf of (ξ₀, ξ₁) = Σ_i MultiBern(p_i/2, p_i/2, 1 − p_i) (SPEC §3.3).
+class _Window(NamedTuple):
+    """Host-side description of the lattice window: the count log-pmf (padded to a static length with
+    −inf), its first count and true length, the window's first coordinate, true size, static width and
+    the bound on the mass outside it."""
 
-    Pr[ξ₀ = a, ξ₁ = b] = Pr[C = a + b]·Bin(a; a + b, ½), C ~ Poisson-binomial(p), with log Pr[C = c]
-    from :func:`jaxpriv.shuffle.poisson_binomial_logpmf` (or ``log_pmf_count``) and the binomial log-pmf from
-    ``scipy.stats.binom.logpmf`` (accurate to a few ulp even at c = 10⁴, unlike a gammaln difference).
+    log_c: np.ndarray
+    c_off: int
+    c_len: int
+    lo: int
+    size: int
+    width: int
+    outside: float
 
-    Window: ξ₀ and ξ₁ each range over [mean − t, mean + t] ∩ [0, c_max] with t the Bernstein radius
-    for tail mass 1e-40 (mean = Σp_i/2, var = Σ(p_i/2)(1 − p_i/2)); for small n this is the whole
-    support [0, n]² (then ``outside`` = 0). Otherwise ``outside`` ≤ 2·1e-40 + the trimmed C mass.
 
-    Args:
-        p: 1-D array of the other users' clone probabilities p_i ∈ (0, 1] (non-empty).
-        log_pmf_count: optional precomputed 1-D array with log Pr[C = c] for c = 0, 1, …, len − 1
-            (for example from a faster Poisson-binomial routine); its missing mass, 1 − Σ exp, is
-            added to ``outside``.
-
-    Returns:
-        :class:`LatticeLaw` (offset, logpmf, outside).
-    """
-    p = _check_p(p)
+def _window(p: np.ndarray, log_pmf_count=None) -> _Window:
     m = p.size
-    extra = 0.0
     if log_pmf_count is None:
         window = poisson_binomial_logpmf(p)
-        c_off, log_c, extra = window.lo, window.logpmf, window.dropped
+        c_off, log_c, extra = window.lo, np.asarray(window.logpmf, dtype=np.float64), window.dropped
     else:
         log_c = np.asarray(log_pmf_count, dtype=np.float64)
         if log_c.ndim != 1 or log_c.size == 0 or log_c.size > m + 1 or np.isnan(log_c).any() or (log_c > 1e-12).any():
@@ -178,15 +278,49 @@ def lattice_logpmf(p, log_pmf_count=None) -> LatticeLaw:
     if lo > 0 or hi < c_max:
         outside += 2 * _WINDOW_TAIL
     size = hi - lo + 1
-    x = np.arange(lo, hi + 1)
-    a = x[:, None]
-    c = a + x[None, :]
-    inside = (c >= c_off) & (c <= c_max)
-    cc = np.where(inside, c, c_off)
-    with np.errstate(divide="ignore"):
-        lp = log_c[cc - c_off] + binom.logpmf(a, cc, 0.5)
-    lp = np.where(inside, lp, -np.inf)
-    return LatticeLaw(lo, lp.reshape(size, size), float(outside))
+    padded = np.full(static_size(log_c.size), -np.inf)
+    padded[: log_c.size] = log_c
+    return _Window(padded, int(c_off), int(log_c.size), int(lo), int(size), static_size(size), float(outside))
+
+
+def _lattice_args(win: _Window):
+    return (jnp.asarray(win.log_c), jnp.asarray(win.c_off), jnp.asarray(win.c_len), jnp.asarray(win.lo),
+            jnp.asarray(win.size))
+
+
+def lattice_logpmf(p, log_pmf_count=None) -> LatticeLaw:
+    """Exact log-pmf of (ξ₀, ξ₁) = Σ_i MultiBern(p_i/2, p_i/2, 1 − p_i) (SPEC §3.3).
+
+    Pr[ξ₀ = a, ξ₁ = b] = Pr[C = a + b]·Bin(a; a + b, ½), C ~ Poisson-binomial(p), with log Pr[C = c]
+    from :func:`jaxpriv.shuffle.poisson_binomial_logpmf` (or ``log_pmf_count``) and the binomial log-pmf
+    in Loader's saddle-point form (as in :mod:`jaxpriv.shuffle.clones`; ~1e-15 absolute in the log even
+    at c = 10⁵, unlike a gammaln difference), in a jitted kernel on a statically padded window.
+
+    Window: ξ₀ and ξ₁ each range over [mean − t, mean + t] ∩ [0, c_max] with t the Bernstein radius
+    for tail mass 1e-40 (mean = Σp_i/2, var = Σ(p_i/2)(1 − p_i/2)); for small n this is the whole
+    support [0, n]² (then ``outside`` = 0). Otherwise ``outside`` ≤ 2·1e-40 + the trimmed C mass.
+
+    Args:
+        p: 1-D array of the other users' clone probabilities p_i ∈ (0, 1] (non-empty).
+        log_pmf_count: optional precomputed 1-D array with log Pr[C = c] for c = 0, 1, …, len − 1
+            (for example from a faster Poisson-binomial routine); its missing mass, 1 − Σ exp, is
+            added to ``outside``.
+
+    Returns:
+        :class:`LatticeLaw` (offset, logpmf, outside).
+
+    Example:
+        >>> import numpy as np
+        >>> from jaxpriv.shuffle.multinomial import lattice_logpmf
+        >>> law = lattice_logpmf([0.5, 1.0])  # Pr[ξ₀ = 1, ξ₁ = 1] = 2·(¼·½ + ½·¼)·… = 0.25
+        >>> law.offset, law.logpmf.shape, round(float(np.exp(law.logpmf[1, 1])), 6)
+        (0, (3, 3), 0.25)
+    """
+    p = _check_p(p)
+    win = _window(p, log_pmf_count)
+    with float64():
+        lp = np.asarray(_lattice_kernel(*_lattice_args(win), width=win.width))
+    return LatticeLaw(win.lo, lp[: win.size, : win.size], win.outside)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -215,9 +349,11 @@ def _matched_gaussian(p: np.ndarray) -> _Gauss2:
 
 
 def _phi_diff(lo_arg, hi_arg):
-    """Φ(hi) − Φ(lo) for hi ≥ lo, from the tail that does not cancel."""
+    """Φ(hi) − Φ(lo) for hi ≥ lo, from the tail that does not cancel (numpy; the degenerate case)."""
+    from scipy.special import ndtr as np_ndtr
+
     upper = lo_arg > 0
-    return np.where(upper, ndtr(-lo_arg) - ndtr(-hi_arg), ndtr(hi_arg) - ndtr(lo_arg))
+    return np.where(upper, np_ndtr(-lo_arg) - np_ndtr(-hi_arg), np_ndtr(hi_arg) - np_ndtr(lo_arg))
 
 
 def _quad_error_bound(g: _Gauss2, wx: float, wy: float, order: int) -> float:
@@ -231,6 +367,7 @@ def _quad_error_bound(g: _Gauss2, wx: float, wy: float, order: int) -> float:
     |φ(w)| ≤ e^{(Im w)²/2}/√(2π), and the Φ difference is an integral of φ along a real segment of length
     wy/s at imaginary part −slope·Im(u)/s, so
     M ≤ wy/(2π σ s)·exp(η²/2·(1/σ² + slope²/s²)). The bound is minimised over ρ on a grid.
+    (A scalar host-side computation: it picks the static quadrature order of the kernel.)
     """
     if g.cond_sd <= 0:
         return math.inf
@@ -241,42 +378,70 @@ def _quad_error_bound(g: _Gauss2, wx: float, wy: float, order: int) -> float:
     return float(np.exp(np.min(log_err)))
 
 
-def _rect_masses(g: _Gauss2, x_lo: np.ndarray, wx: float, y_lo: np.ndarray, wy: float, budget: float):
-    """Gaussian masses of [x_lo_i, x_lo_i + wx] × [y_lo_j, y_lo_j + wy] and a bound on the total error.
-
-    The Gauss–Legendre order is the smallest in ``_QUAD_ORDERS`` whose per-rectangle bound times the
-    number of rectangles is ≤ ``budget`` (else the largest); returns (masses, error_bound) where
-    error_bound = (#rectangles)·(per-rectangle quadrature bound) + rounding allowance.
-    """
-    n_rect = x_lo.size * y_lo.size
+def _quad_order(g: _Gauss2, wx: float, wy: float, n_rect: int, budget: float) -> tuple[int, float]:
+    """The smallest order in ``_QUAD_ORDERS`` whose per-rectangle bound × ``n_rect`` is ≤ ``budget``
+    (else the largest), and that per-rectangle bound."""
     for order in _QUAD_ORDERS:
         per = _quad_error_bound(g, wx, wy, order)
         if per * n_rect <= budget:
             break
+    return order, per
+
+
+def _rounding_allowance(g: _Gauss2, wy: float, total: float, n_rect: int) -> float:
+    """Rounding allowance of a sum of rectangle masses (an estimate, not a proof): ndtr is accurate to a
+    few ulp (jax's float64 ndtr is within 10 ulp of scipy's, measured); a Φ difference Φ(b) − Φ(a),
+    b − a = wy/s, taken from the non-cancelling tail loses at most a factor Φ(a)/(Φ(b) − Φ(a)) ≲
+    1 + 1.3·s/wy in relative accuracy (Mills' ratio); the weighted sum adds ≲ N ulp."""
+    rel = (64 + 64 * (1 + g.cond_sd / wy)) * _EPS
+    return rel * total + 1e-300 * n_rect
+
+
+def _gauss_args(g: _Gauss2, order: int):
     nodes, weights = np.polynomial.legendre.leggauss(order)
-    out = np.empty((x_lo.size, y_lo.size))
-    s = g.cond_sd
-    chunk = max(1, int(4_000_000 // max(1, order * y_lo.size)))
-    for start in range(0, x_lo.size, chunk):
-        xs = x_lo[start : start + chunk]
-        u = xs[:, None] + wx / 2 * (nodes[None, :] + 1)  # (cx, order)
-        w = (wx / 2) * weights[None, :] * np.exp(-0.5 * ((u - g.mean) / g.sd) ** 2) / (g.sd * math.sqrt(2 * math.pi))
-        cm = g.mean + g.slope * (u - g.mean)  # conditional means
-        lo_arg = (y_lo[None, None, :] - cm[:, :, None]) / s
-        hi_arg = (y_lo[None, None, :] + wy - cm[:, :, None]) / s
-        out[start : start + chunk] = np.einsum("ig,igj->ij", w, _phi_diff(lo_arg, hi_arg))
-    # Rounding allowance (an estimate, not a proof): ndtr is accurate to a few ulp; a Φ difference
-    # Φ(b) − Φ(a), b − a = wy/s, taken from the non-cancelling tail loses at most a factor
-    # Φ(a)/(Φ(b) − Φ(a)) ≲ 1 + 1.3·s/wy in relative accuracy (Mills' ratio); the weighted sum adds ≲ N ulp.
-    rel = (64 + 64 * (1 + s / wy)) * _EPS
-    fp = rel * float(out.sum()) + 1e-300 * n_rect
-    return out, per * n_rect + fp
+    return jnp.asarray([g.mean, g.sd, g.slope, g.cond_sd]), jnp.asarray(nodes), jnp.asarray(weights)
+
+
+def _run_window(mode: str, win: _Window, g: _Gauss2, order: int, x0: float, wx: float, y0: float,
+                wy: float):
+    """Run :func:`_window_kernel` (float64) on the window ``win`` with the quadrature of ``order``."""
+    rows = _block_rows(order, win.width)
+    with float64():
+        gauss, nodes, weights = _gauss_args(g, order)
+        out = _window_kernel(*_lattice_args(win), gauss, nodes, weights, jnp.asarray(float(x0)), float(wx),
+                             jnp.asarray(float(y0)), float(wy), width=win.width, rows=rows, mode=mode)
+        return np.asarray(out)
+
+
+def _cells_window(offset: int, size: int) -> _Window:
+    """A window without a lattice law (cells mode reads only lo/size/width)."""
+    return _Window(np.zeros(1), 0, 1, int(offset), int(size), static_size(int(size)), 0.0)
+
+
+def _rect_masses(g: _Gauss2, x_lo: np.ndarray, wx: float, y_lo: np.ndarray, wy: float, budget: float):
+    """Gaussian masses of [x_lo_i, x_lo_i + wx] × [y_lo_j, y_lo_j + wy] and a bound on the total error.
+
+    ``x_lo`` and ``y_lo`` are the same-length unit-step grids x₀ + i, y₀ + j (the kernel builds them from
+    x₀, y₀ on a statically padded window). The Gauss–Legendre order is the smallest in
+    ``_QUAD_ORDERS`` whose per-rectangle bound times the number of rectangles is ≤ ``budget`` (else the
+    largest); returns (masses, error_bound) where error_bound = (#rectangles)·(per-rectangle quadrature
+    bound) + rounding allowance.
+    """
+    x_lo, y_lo = np.asarray(x_lo, dtype=np.float64), np.asarray(y_lo, dtype=np.float64)
+    size = x_lo.size
+    if y_lo.size != size or np.any(np.diff(x_lo) != 1.0) or np.any(np.diff(y_lo) != 1.0):
+        raise ValueError("x_lo and y_lo must be unit-step grids of equal length")
+    n_rect = size * size
+    order, per = _quad_order(g, wx, wy, n_rect, budget)
+    win = _cells_window(0, size)
+    out = _run_window("cells", win, g, order, x_lo[0], wx, y_lo[0], wy)[:size, :size]
+    return out, per * n_rect + _rounding_allowance(g, wy, float(out.sum()), n_rect)
 
 
 def _degenerate_masses(p: np.ndarray, offset: int, size: int):
     """Every p_i = 1: ξ₀ + ξ₁ = n exactly and the matched Gaussian lives on the line x + y = n with
     X ~ N(n/2, n/4). That line crosses cell (x, n − x) corner to corner, so the cell gets
-    Pr[X ∈ [x − ½, x + ½]]; every other cell gets 0."""
+    Pr[X ∈ [x − ½, x + ½]]; every other cell gets 0. (O(size) numpy work.)"""
     m = p.size
     mean, sd = m / 2, math.sqrt(m / 4)
     x = np.arange(offset, offset + size)
@@ -291,15 +456,33 @@ def gaussian_cell_masses(p, offset: int, size: int, budget: float = 1e-13):
     """Masses of the matched Gaussian (E-APES Lemma 3) on the unit cells centred on the lattice window.
 
     Cell (i, j) = [offset + i − ½, offset + i + ½] × [offset + j − ½, offset + j + ½]. The Gaussian has
-    mean (Σp/2, Σp/2), variances Σ(p/2)(1 − p/2) and covariance −Σp²/4. Each mass is
+    mean (Σp/2, Σp/2), variances Σ(p/2)(1 − p/2) and covariance −Σp²/4 (SPEC §3.3). Each mass is
     ∫ φ_X(u)·[Φ((y + ½ − E[Y|u])/s) − Φ((y − ½ − E[Y|u])/s)] du over the cell's x-interval, by a
     Gauss–Legendre rule whose order is chosen from a proven analytic error bound (see
-    ``_quad_error_bound``).
+    ``_quad_error_bound``), in a jitted kernel on a statically padded window.
+
+    Args:
+        p: 1-D array of the other users' clone probabilities p_i ∈ (0, 1].
+        offset: integer centre of the first cell in each coordinate.
+        size: number of cells per coordinate (≥ 1).
+        budget: target bound on the summed quadrature error (the order is raised until it holds, up to
+            order 128).
 
     Returns:
         (masses, error_bound): masses is a (size, size) array; error_bound bounds Σ_cells |error|.
+
+    Example:
+        >>> from jaxpriv.shuffle.multinomial import gaussian_cell_masses
+        >>> q, err = gaussian_cell_masses([0.5, 0.7, 0.9], -10, 24)
+        >>> round(float(q.sum()), 12), err < 1e-12
+        (1.0, True)
     """
     p = _check_p(p)
+    if isinstance(offset, bool) or not float(offset).is_integer():
+        raise ValueError(f"offset must be an integer, got {offset!r}")
+    if isinstance(size, bool) or not float(size).is_integer() or size < 1:
+        raise ValueError(f"size must be an integer in [1, inf), got {size!r}")
+    offset, size = int(offset), int(size)
     g = _matched_gaussian(p)
     if g.cond_sd == 0.0:
         return _degenerate_masses(p, offset, size)
@@ -326,9 +509,12 @@ def lattice_gaussian_tv(p, *, return_parts: bool = False):
 
     using |P(k) − Q_k| ≤ P(k) + Q_k off W; P_out = ``LatticeLaw.outside`` (a proven tail bound) and
     E = (quadrature bound + rounding allowance of the cell masses) + (4m + 64)·eps for the rounding of
-    P̂ (the Poisson-binomial recursion). Each |Q̂ − Q| enters at most twice with weight ½. The result is
-    clipped to [0, 1]. (With every p_i = 1 the Gaussian is degenerate and handled exactly; see
-    ``_degenerate_masses``.)
+    P̂ (the Poisson-binomial recursion) + (w + 64)·eps·(½Σ|P̂ − Q̂| + ΣQ̂) for the two sums (each is a
+    sum of per-row sums of w terms, whose rounding error is ≤ (w − 1)·eps/2 relative in any order; the
+    row sums are added pairwise on the host). Each |Q̂ − Q| enters at most twice with weight ½. The
+    result is clipped to [0, 1]. (With every p_i = 1 the Gaussian is degenerate and handled exactly;
+    see ``_degenerate_masses``.) P̂ and Q̂ are produced and compared block by block in one jitted kernel
+    (no W × W array is stored).
 
     Args:
         p: 1-D array of the other users' clone probabilities p_i ∈ (0, 1].
@@ -336,21 +522,38 @@ def lattice_gaussian_tv(p, *, return_parts: bool = False):
 
     Returns:
         τ as a numpy float64 scalar (and the parts dict when asked).
+
+    Example:
+        >>> import numpy as np
+        >>> from jaxpriv.shuffle.multinomial import clone_probabilities, lattice_gaussian_tv
+        >>> tau = lattice_gaussian_tv(np.full(999, clone_probabilities(1.0)))
+        >>> round(float(tau), 5)
+        0.00557
     """
     p = _check_p(p)
-    law = lattice_logpmf(p)
-    size = law.logpmf.shape[0]
-    q, q_err = gaussian_cell_masses(p, law.offset, size)
-    pk = np.exp(law.logpmf)
-    body = 0.5 * float(np.abs(pk - q).sum())
-    q_out = max(0.0, 1.0 - float(q.sum()))
+    win = _window(p)
+    g = _matched_gaussian(p)
+    n_rect = win.size * win.size
+    if g.cond_sd == 0.0:
+        with float64():
+            pk = np.exp(np.asarray(_lattice_kernel(*_lattice_args(win), width=win.width)))[: win.size, : win.size]
+        q, q_err = _degenerate_masses(p, win.lo, win.size)
+        abs_rows, q_rows = np.abs(pk - q).sum(axis=1), q.sum(axis=1)
+    else:
+        order, per = _quad_order(g, 1.0, 1.0, n_rect, 1e-13)
+        edge = win.lo - 0.5
+        abs_rows, q_rows = _run_window("tv", win, g, order, edge, 1.0, edge, 1.0)
+        q_err = per * n_rect + _rounding_allowance(g, 1.0, float(np.sum(q_rows)), n_rect)
+    body = 0.5 * float(np.sum(abs_rows))
+    q_sum = float(np.sum(q_rows))
+    q_out = max(0.0, 1.0 - q_sum)
     p_err = (4 * p.size + 64) * _EPS
-    err = q_err + p_err
-    tau = min(1.0, body + 0.5 * law.outside + 0.5 * q_out + err)
-    tau = np.float64(tau)
+    sum_err = (win.width + 64) * _EPS * (body + q_sum)
+    err = q_err + p_err + sum_err
+    tau = np.float64(min(1.0, body + 0.5 * win.outside + 0.5 * q_out + err))
     if return_parts:
-        return tau, {"half_abs_sum": body, "gauss_outside": q_out, "lattice_outside": law.outside,
-                     "error_allowance": err, "window": (law.offset, size)}
+        return tau, {"half_abs_sum": body, "gauss_outside": q_out, "lattice_outside": win.outside,
+                     "error_allowance": err, "window": (win.lo, win.size)}
     return tau
 
 
@@ -363,7 +566,8 @@ def gspa_eq14(p):
     box and the sup (instead of ½Σ) are the paper's; SPEC §3.3 records that this is not a total-variation
     distance (it is neither ≥ nor ≤ the TV in general) and it must not be used as τ.
 
-    The sup is taken over the window of :func:`lattice_logpmf` (outside it both terms are < 1e-40).
+    The sup is taken over the window of :func:`lattice_logpmf` (outside it both terms are < 1e-40), in
+    the same streaming kernel as :func:`lattice_gaussian_tv`.
     The paper's "p₀ = (1 − δ₀)/(1 + e^{ε₀})" is p_i/2 in this parametrisation.
 
     Args:
@@ -371,18 +575,23 @@ def gspa_eq14(p):
 
     Returns:
         numpy float64 scalar.
+
+    Example:
+        >>> import numpy as np
+        >>> from jaxpriv.shuffle.multinomial import clone_probabilities, gspa_eq14
+        >>> round(float(gspa_eq14(np.full(49, clone_probabilities(0.1, 1 / 50)))), 4)  # the papers' 0.0206
+        0.0206
     """
     p = _check_p(p)
-    law = lattice_logpmf(p)
+    win = _window(p)
     g = _matched_gaussian(p)
-    size = law.logpmf.shape[0]
-    corners = np.arange(law.offset, law.offset + size, dtype=np.float64)
     if g.cond_sd == 0.0:
-        # degenerate line x + y = n: the box [k₀, k₀+½]×[k₁, k₁+½] meets it only at a corner point
-        h = np.zeros((size, size))
-    else:
-        h, _ = _rect_masses(g, corners, 0.5, corners, 0.5, 1e-15)
-    return np.float64(np.max(np.abs(np.exp(law.logpmf) - h)))
+        # degenerate line x + y = n: the box [k₀, k₀+½]×[k₁, k₁+½] meets it only at a corner point (h = 0)
+        with float64():
+            lp = np.asarray(_lattice_kernel(*_lattice_args(win), width=win.width))
+        return np.float64(np.max(np.exp(lp)))
+    order, _ = _quad_order(g, 0.5, 0.5, win.size * win.size, 1e-15)
+    return np.float64(_run_window("eq14", win, g, order, win.lo, 0.5, win.lo, 0.5))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -394,9 +603,98 @@ def eapes_mu(p) -> np.float64:
     """μ = 2/√(Σ_i p_i) (E-APES Theorem 2 / GSPA Lemma 3: T(N(μ₀, Σ), N(μ₁, Σ)) = G_μ).
 
     Equal to SPEC §3.3's √(2/Σ(1 − δ_i)/(1 + e^{ε_i})) over the other users.
+
+    Args:
+        p: 1-D array of the other users' clone probabilities p_i ∈ (0, 1].
+
+    Returns:
+        μ as a numpy float64 scalar.
+
+    Example:
+        >>> import numpy as np
+        >>> from jaxpriv.shuffle.multinomial import clone_probabilities, eapes_mu
+        >>> round(float(eapes_mu(clone_probabilities(np.ones(9999)))), 6)  # SPEC §3.3's reference
+        0.027271
     """
     p = _check_p(p)
     return np.float64(2.0 / math.sqrt(float(p.sum())))
+
+
+def _tradeoff_kernel(mu, alpha, tau, dm):
+    shifted = jnp.minimum(alpha + tau, 1.0)
+    g = fdp._gaussian_tradeoff_kernel(mu, shifted)
+    val = dm * (1 - alpha) + (1 - dm) * jnp.maximum(g - tau, 0.0)
+    return (jnp.clip(val, 0.0, 1.0 - alpha),)
+
+
+def _pure_delta_upper(mu, tau, eps):
+    """U(ε) ≥ sup_{α∈[0,1]} [1 − g(α) − e^ε α] for g(α) = max(0, G_μ(min(α + τ, 1)) − τ).
+
+    See :func:`eapes_delta` for the derivation. Rounded up.
+    """
+    gd = fdp._gdp_delta_kernel(mu, eps)
+    # τ = 0 contributes 0 even where e^ε overflows (no inf·0 = NaN)
+    a_branch = gd + jnp.where(tau > 0, (1 + jnp.exp(eps)) * tau, 0.0) * (1 + 4 * _EPS)
+    b_star = ndtr(-eps / mu - mu / 2)
+    g_tau = fdp._gaussian_tradeoff_kernel(mu, tau) * (1 - 8 * _EPS)
+    b_branch = 1 + tau - g_tau
+    u = jnp.where(b_star >= tau * (1 - 1e-9), a_branch, b_branch)
+    return jnp.minimum(u * (1 + 4 * _EPS), 1.0)
+
+
+def _delta(mu, tau, dm, eps):
+    return jnp.minimum(dm + (1 - dm) * _pure_delta_upper(mu, tau, eps) * (1 + 2 * _EPS), 1.0)
+
+
+def _delta_kernel(mu, tau, dm, eps):
+    return (_delta(mu, tau, dm, eps),)
+
+
+def _epsilon_kernel(mu, tau, dm, delta):
+    """Bracket and bisect ε(δ) (see :func:`eapes_epsilon`)."""
+    def good(e):
+        return _delta(mu, tau, dm, e) <= delta
+
+    pos = tau > 0
+    z = -ndtri(jnp.where(pos, tau, 0.5))
+    # τ > 0: at ε_hi the maximiser b* = Φ(−ε/μ − μ/2) is safely below τ, so δ(ε_hi) is the floor.
+    hi_floor = jnp.maximum(mu * (z + 1e-6 * (1 + jnp.abs(z)) - mu / 2), 0.0)
+    # τ = 0: the fdp bracket for the pure target δ' = (δ − δ_max)/(1 − δ_max) (δ_μ(ε_hi) < δ').
+    target = (delta - dm) / (1 - dm)
+    hi_gdp = mu * mu / 2 + mu * (1.0 - ndtri(jnp.clip(target, 1e-300, 0.5)))
+    hi = jnp.where(pos, hi_floor, hi_gdp)
+
+    def grow(_, carry):  # only τ = 0 rounding stragglers can need this
+        hi, ok = carry
+        more = ~ok & ~pos & (target > 0)
+        hi = jnp.where(more, 2 * hi + 1e-3, hi)
+        return hi, jnp.where(more, good(hi), ok)
+
+    hi, ok_hi = lax.fori_loop(0, 30, grow, (hi, good(hi)))
+
+    def bisect(_, carry):
+        lo, hi = carry
+        mid = 0.5 * (lo + hi)
+        ok = good(mid)
+        return jnp.where(ok, lo, mid), jnp.where(ok, mid, hi)
+
+    lo, hi = lax.fori_loop(0, 200, bisect, (jnp.zeros_like(hi), hi))
+    out = jnp.where(good(jnp.zeros_like(hi)), 0.0, hi)
+    return (jnp.where(ok_hi, out, jnp.inf),)
+
+
+_tradeoff_jit = jax.jit(_tradeoff_kernel)
+_delta_jit = jax.jit(_delta_kernel)
+_epsilon_jit = jax.jit(_epsilon_kernel)
+
+
+def _batched(kernel, mu: float, shape, *arrays) -> np.ndarray:
+    """Evaluate a jitted (μ, a, b, c) kernel over the broadcast arrays in padded chunks (one compiled
+    program per bucket size, see :func:`jaxpriv._batching.map_chunked`)."""
+    flat = [np.broadcast_to(np.asarray(a, dtype=np.float64), shape).reshape(-1) for a in arrays]
+    with float64():
+        (out,) = map_chunked(kernel, [np.array([mu])] + flat, progress=False)
+    return np.asarray(out, dtype=np.float64).reshape(shape)
 
 
 def eapes_tradeoff(alpha, p, tau, delta_max):
@@ -407,7 +705,7 @@ def eapes_tradeoff(alpha, p, tau, delta_max):
     clipped to [0, 1 − α]. G_μ(α) = Φ(Φ⁻¹(1 − α) − μ) (:func:`jaxpriv.fdp.gaussian_tradeoff`). τ should
     be :func:`lattice_gaussian_tv` (a Berry–Esseen constant or the Eq. 14 number is not a valid τ).
     This is the paper's formula as stated; see :func:`eapes_delta` for the (ε, δ) curve used for
-    accounting, which treats δ_max more conservatively.
+    accounting, which treats δ_max more conservatively. Jitted and batched over the broadcast arguments.
 
     Args:
         alpha: type-I error α ∈ [0, 1] (array-like).
@@ -417,36 +715,18 @@ def eapes_tradeoff(alpha, p, tau, delta_max):
 
     Returns:
         float64 numpy array of the lower bound on the type-II error, non-increasing in α.
+
+    Example:
+        >>> from jaxpriv.shuffle.multinomial import eapes_tradeoff
+        >>> [round(float(t), 6) for t in eapes_tradeoff([0.0, 0.5], [0.5] * 400, 0.0, 0.0)]  # G_0.1
+        [1.0, 0.443769]
     """
     alpha = np.asarray(check_array("alpha", alpha, 0.0, 1.0), dtype=np.float64)
-    mu = eapes_mu(p)
+    mu = float(eapes_mu(p))
     tau = _check_tau(tau)
     dm = _check_delta_max(delta_max)
-    try:
-        alpha, tau, dm = np.broadcast_arrays(alpha, tau, dm)
-    except ValueError:
-        raise ValueError(f"shapes do not broadcast together: alpha {alpha.shape}, tau {tau.shape}, "
-                         f"delta_max {dm.shape}") from None
-    shifted = np.minimum(alpha + tau, 1.0)
-    g = np.asarray(fdp.gaussian_tradeoff(mu, shifted), dtype=np.float64)
-    val = dm * (1 - alpha) + (1 - dm) * np.maximum(g - tau, 0.0)
-    return np.clip(val, 0.0, 1.0 - alpha)
-
-
-def _pure_delta_upper(mu: float, tau: np.ndarray, eps: np.ndarray) -> np.ndarray:
-    """U(ε) ≥ sup_{α∈[0,1]} [1 − g(α) − e^ε α] for g(α) = max(0, G_μ(min(α + τ, 1)) − τ).
-
-    See :func:`eapes_delta` for the derivation. Rounded up.
-    """
-    eps = np.asarray(eps, dtype=np.float64)
-    gd = np.asarray(fdp.gdp_delta(mu, eps), dtype=np.float64)
-    with np.errstate(over="ignore"):
-        a_branch = gd + (1 + np.exp(eps)) * tau * (1 + 4 * _EPS)
-    b_star = ndtr(-eps / mu - mu / 2)
-    g_tau = np.asarray(fdp.gaussian_tradeoff(mu, tau), dtype=np.float64) * (1 - 8 * _EPS)
-    b_branch = 1 + tau - g_tau
-    u = np.where(b_star >= tau * (1 - 1e-9), a_branch, b_branch)
-    return np.minimum(u * (1 + 4 * _EPS), 1.0)
+    shape = check_broadcastable(alpha=alpha, tau=tau, delta_max=dm)
+    return _batched(_tradeoff_jit, mu, shape, alpha, tau, dm)
 
 
 def eapes_delta(p, tau, delta_max, epsilon):
@@ -471,7 +751,8 @@ def eapes_delta(p, tau, delta_max, epsilon):
     δ_max + (1 − δ_max)(1 + τ − G_μ(τ)). In particular δ(ε) ≥ δ_μ(ε) (pure GDP) always, and
     δ(ε) ≤ δ_max + (1 − δ_max)(δ_μ(ε) + (1 + e^ε)τ). The first branch is used unless the computed b* is
     below τ(1 − 1e-9), so a rounding of b* cannot select the smaller branch wrongly; δ_μ is the
-    rounded-up ``gdp_delta`` and the other terms are rounded up by a few ulp.
+    rounded-up ``gdp_delta`` and the other terms are rounded up by a few ulp. Jitted and batched over
+    the broadcast arguments.
 
     Args:
         p: 1-D array of the other users' clone probabilities p_i ∈ (0, 1].
@@ -481,18 +762,22 @@ def eapes_delta(p, tau, delta_max, epsilon):
 
     Returns:
         float64 numpy array of δ ∈ [0, 1].
+
+    Example:
+        >>> import numpy as np
+        >>> from jaxpriv import fdp
+        >>> from jaxpriv.shuffle.multinomial import eapes_delta, eapes_mu
+        >>> p = np.full(999, 0.5)
+        >>> d, gdp = eapes_delta(p, 0.0, 0.0, 0.1), fdp.gdp_delta(eapes_mu(p), 0.1)  # τ = 0: plain GDP
+        >>> bool(gdp <= d <= gdp * (1 + 1e-14))  # rounded up by a few ulp
+        True
     """
     mu = float(eapes_mu(p))
     tau = _check_tau(tau)
     dm = _check_delta_max(delta_max)
     eps = np.asarray(check_array("epsilon", epsilon, 0.0), dtype=np.float64)
-    try:
-        tau, dm, eps = np.broadcast_arrays(tau, dm, eps)
-    except ValueError:
-        raise ValueError(f"shapes do not broadcast together: tau {tau.shape}, delta_max {dm.shape}, "
-                         f"epsilon {eps.shape}") from None
-    pure = _pure_delta_upper(mu, tau, eps)
-    return np.minimum(dm + (1 - dm) * pure * (1 + 2 * _EPS), 1.0)
+    shape = check_broadcastable(tau=tau, delta_max=dm, epsilon=eps)
+    return _batched(_delta_jit, mu, shape, tau, dm, eps)
 
 
 def eapes_epsilon(p, tau, delta_max, delta):
@@ -503,7 +788,8 @@ def eapes_epsilon(p, tau, delta_max, delta):
     its floor; for τ = 0 the ``fdp.gdp_epsilon`` bracket for δ' = (δ − δ_max)/(1 − δ_max)); the upper
     end, which satisfies δ(ε) ≤ δ, is returned. Returns ``inf`` when δ is below the floor
     δ_max + (1 − δ_max)(1 + τ − G_μ(τ)) (no finite ε is certified), and 0 when δ(0) ≤ δ. With τ = 0 this
-    is ``fdp.gdp_epsilon`` after removing δ_max.
+    is ``fdp.gdp_epsilon`` after removing δ_max. The bisection is one jitted loop, batched over the
+    broadcast arguments.
 
     Args:
         p: 1-D array of the other users' clone probabilities p_i ∈ (0, 1].
@@ -513,44 +799,20 @@ def eapes_epsilon(p, tau, delta_max, delta):
 
     Returns:
         float64 numpy array of ε ≥ 0 (or inf).
+
+    Example:
+        >>> import numpy as np
+        >>> from jaxpriv.shuffle.multinomial import eapes_delta, eapes_epsilon
+        >>> p = np.full(9999, 0.5)
+        >>> eps = eapes_epsilon(p, 0.002, 0.0, [0.05, 0.01, 1e-6])
+        >>> bool(eps[0] == 0.0 and 0 < eps[1] < 1 and np.isinf(eps[2]))  # 1e-6 is below the δ floor
+        True
+        >>> bool(eapes_delta(p, 0.002, 0.0, eps[1]) <= 0.01)
+        True
     """
     mu = float(eapes_mu(p))
     tau = _check_tau(tau)
     dm = _check_delta_max(delta_max)
     delta = np.asarray(check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True), dtype=np.float64)
-    try:
-        tau, dm, delta = np.broadcast_arrays(tau, dm, delta)
-    except ValueError:
-        raise ValueError(f"shapes do not broadcast together: tau {tau.shape}, delta_max {dm.shape}, "
-                         f"delta {delta.shape}") from None
-    tau, dm, delta = (np.array(v, dtype=np.float64) for v in (tau, dm, delta))
-
-    def dfun(e):
-        return np.minimum(dm + (1 - dm) * _pure_delta_upper(mu, tau, e) * (1 + 2 * _EPS), 1.0)
-
-    pos = tau > 0
-    with np.errstate(divide="ignore"):
-        z = -ndtri(np.where(pos, tau, 0.5))
-    # τ > 0: at ε_hi the maximiser b* = Φ(−ε/μ − μ/2) is safely below τ, so δ(ε_hi) is the floor.
-    hi_floor = np.maximum(mu * (z + 1e-6 * (1 + np.abs(z)) - mu / 2), 0.0)
-    # τ = 0: the fdp bracket for the pure target δ' = (δ − δ_max)/(1 − δ_max) (δ_μ(ε_hi) < δ').
-    target = (delta - dm) / (1 - dm)
-    safe_target = np.clip(target, 1e-300, 0.5)
-    hi_gdp = mu * mu / 2 + mu * (1.0 - ndtri(safe_target))
-    hi = np.where(pos, hi_floor, hi_gdp)
-    ok_hi = dfun(hi) <= delta
-    for _ in range(30):  # only τ = 0 rounding stragglers can need this
-        grow = ~ok_hi & ~pos & (target > 0)
-        if not grow.any():
-            break
-        hi = np.where(grow, 2 * hi + 1e-3, hi)
-        ok_hi = dfun(hi) <= delta
-    lo = np.zeros_like(hi)
-    zero_ok = dfun(lo) <= delta
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        good = dfun(mid) <= delta
-        hi = np.where(good, mid, hi)
-        lo = np.where(good, lo, mid)
-    out = np.where(zero_ok, 0.0, hi)
-    return np.where(ok_hi, out, np.inf)
+    shape = check_broadcastable(tau=tau, delta_max=dm, delta=delta)
+    return _batched(_epsilon_jit, mu, shape, tau, dm, delta)
