@@ -417,13 +417,21 @@ def _log_am1_binomial(log_q, log_1mq, log_gain, alphas: np.ndarray):
         log_binom[row, 2 : alpha + 1] = _log_binomial_row(int(alpha))[2:]
     parts = (log_binom, i * log_q[..., None], rest * log_1mq[..., None], log_gain[:, None, :terms])
     log_terms = sum(parts)
-    log_am1 = logsumexp(log_terms, axis=-1)
+    # log-sum-exp by hand, so that the one exp of the terms also gives their weights.
+    top = jnp.max(log_terms, axis=-1, keepdims=True)
+    top = jnp.where(jnp.isfinite(top), top, 0.0)
+    scaled = jnp.exp(log_terms - top)
+    total = jnp.sum(scaled, axis=-1)
     # Each log-term carries an absolute rounding error of a few ulps of the magnitudes it is summed from; to
     # first order the log-sum's error is the weight-averaged term error, so adding 8 ulps of the weighted
     # magnitude moves the result to the safe side (SPEC §0.1).
-    magnitude = sum(jnp.where(jnp.isfinite(p), jnp.abs(p), 0.0) for p in parts) + 1.0
-    weights = jnp.where(valid & jnp.isfinite(log_terms), jnp.exp(log_terms - log_am1[..., None]), 0.0)
-    return log_am1 + 8.0 * EPS64 * jnp.sum(weights * magnitude, axis=-1)
+    gain_size = jnp.abs(jnp.where(jnp.isfinite(log_gain), log_gain, 0.0))[:, None, :terms]  # per config only
+    magnitude = (np.where(valid, np.abs(log_binom), 0.0) + 1.0 + i * jnp.abs(log_q[..., None])
+                 + rest * jnp.abs(log_1mq[..., None]) + gain_size)
+    positive = total > 0  # all terms 0 (σ → ∞): A_α − 1 = 0, log = −inf, no allowance
+    safe_total = jnp.where(positive, total, 1.0)
+    weighted = jnp.where(positive, jnp.sum(jnp.where(valid, scaled * magnitude, 0.0), axis=-1) / safe_total, 0.0)
+    return top[..., 0] + jnp.log(total) + 8.0 * EPS64 * weighted
 
 
 def _integer_groups(orders: np.ndarray):
