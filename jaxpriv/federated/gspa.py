@@ -633,25 +633,23 @@ def _level_budgets(n, f_c, eps_c):
     return budgets(f"levels:{eps_c}@{f_c},{e_m}@{1 - f_c - f_l},{e_l}@{f_l}", n)
 
 
-def _estimation_row(x_mean, x_freq, eps, seeds, trials, delta, account=True):
-    """MSE / MAE of both experiments (mean over seeds) and, if ``account``, the central ε (else None)."""
+def _estimation_row(x_mean, x_freq, eps, seeds, trials, delta):
+    """MSE / MAE of both experiments (mean over seeds) and the central ε of each estimator."""
     mean = mean_experiment(x_mean, eps, seeds=seeds, trials=trials)
     freq = frequency_experiment(x_freq, eps, seeds=seeds, trials=trials)
     row = {"n": int(eps.size)}
     for task, res in (("mean", mean), ("freq", freq)):
         for field in ("mse", "mse_exact", "mae"):
             row[f"{task}_{field}"] = [float(v) for v in getattr(res, field).mean(axis=1)]
-    acc = estimation_accounting(eps, delta) if account else None
+    acc = estimation_accounting(eps, delta)
     for field in ("mu", "epsilon_gdp", "epsilon_exact", "epsilon_exact_min"):
-        row[field] = [float(v) for v in getattr(acc, field)] if account else [None] * len(ESTIMATORS)
+        row[field] = [float(v) for v in getattr(acc, field)]
     return row
 
 
 def _estimation(quick, seeds, out_dir, plt, delta=1e-6):
     """Mean and frequency estimation (Fig. 3 of seed 003) on digits: sweeps of f_c, ε_C and n, named budget
-    scenarios, the figure, table lines and numbers. Quick: no n sweep, and the central ε only at the
-    paper's default budgets and for the scenario (each new budget multiset compiles the accountant's
-    window kernels once, seconds apiece)."""
+    scenarios, the figure, table lines and numbers. Quick: fewer sweep points, no n sweep, one scenario."""
     from ..budgets import scenario
     from ..shuffle import estimators
 
@@ -669,9 +667,8 @@ def _estimation(quick, seeds, out_dir, plt, delta=1e-6):
             f_c, eps_c, n = (v if sweep == "f_c" else f_c0), (v if sweep == "eps_c" else eps_c0), \
                 (v if sweep == "n" else x_mean.size)
             if (f_c, eps_c, n) not in cache:
-                account = not quick or (f_c, eps_c, n) == (f_c0, eps_c0, x_mean.size)
                 cache[f_c, eps_c, n] = _estimation_row(x_mean[:n], x_freq[:n], _level_budgets(n, f_c, eps_c),
-                                                       seeds, trials, delta, account)
+                                                       seeds, trials, delta)
             rows.append({"sweep": sweep, "f_c": f_c, "eps_c": eps_c, **cache[f_c, eps_c, n]})
     scen = []
     for name in ("ThreeLevels",) if quick else ("ThreeLevels", "MixGauss2", "BoundedPareto"):
@@ -703,7 +700,7 @@ def _estimation(quick, seeds, out_dir, plt, delta=1e-6):
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
-    three = lambda v, f: "—" if v[0] is None else " / ".join(format(u, f) for u in v)
+    three = lambda v, f: " / ".join(format(u, f) for u in v)
     md = ["", f"Mean / frequency estimation on digits (Alg. 1-2; δ = {delta:g}; {trials} trials × {len(seeds)} "
           "seed(s); budgets: f_c at ε_C, 0.09 at 1, the rest at 0.5, assigned at random). MSE and central ε for "
           "personalized / all at min ε_i / all at mean ε_i (the last exceeds the conservative users' budgets).", "",
