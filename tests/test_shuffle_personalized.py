@@ -206,3 +206,17 @@ def test_bad_input_raises_value_error_naming_the_parameter(kwargs, name):
     args.update(kwargs)
     with pytest.raises(ValueError, match=name):
         personalized_epsilon(**args)
+
+
+def test_budget_vectors_of_similar_size_reuse_the_compiled_programs():
+    # Static shapes come in powers of two (rows, window, anchor, tilts, groups): a sweep over budgets and n
+    # must not recompile for every new vector (it cost 2-4 s per call).
+    from jaxpriv.shuffle import poisson_binomial as pb
+
+    kernels = (pb._char_kernel, pb._tilted_kernel, clones_module._pmf_epsilon_kernel)
+    rng = np.random.default_rng(3)
+    personalized_epsilon(rng.uniform(0.5, 1.0, 1000), 1e-6)
+    sizes = [k._cache_size() for k in kernels]
+    for n in (1010, 1100):
+        personalized_epsilon(rng.uniform(0.5, 1.0, n), 1e-6)
+    assert [k._cache_size() for k in kernels] == sizes
