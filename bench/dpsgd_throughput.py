@@ -276,21 +276,11 @@ def opacus_step_fn(torch, opacus, params, xs, ys, sigma: float, lr: float):
         engine = opacus.PrivacyEngine()
         model, optimizer, _ = engine.make_private(module=model, optimizer=optimizer, data_loader=loader,
                                                   noise_multiplier=sigma, max_grad_norm=CLIP, poisson_sampling=False)
-    loss_fn = torch.nn.CrossEntropyLoss()
-
-    def step(x, y):
-        optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        optimizer.step()
-        return loss
-
-    return model, optimizer, step
+    return model, optimizer, _torch_sgd_step(torch, model, optimizer)
 
 
-def torch_nonprivate_step_fn(torch, params):
-    model, _ = torch_model(torch, params)
-    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+def _torch_sgd_step(torch, model, optimizer):
+    """One optimizer step on a cross-entropy batch (Opacus' wrapped optimizer or plain SGD alike)."""
     loss_fn = torch.nn.CrossEntropyLoss()
 
     def step(x, y):
@@ -301,6 +291,11 @@ def torch_nonprivate_step_fn(torch, params):
         return loss
 
     return step
+
+
+def torch_nonprivate_step_fn(torch, params):
+    model, _ = torch_model(torch, params)
+    return _torch_sgd_step(torch, model, torch.optim.SGD(model.parameters(), lr=LR))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -27,6 +27,11 @@ def _bucket(n: int, chunk: int, multiple: int) -> int:
     return -(-size // multiple) * multiple
 
 
+def power_of_two(x: int) -> int:
+    """The smallest power of two ≥ x (≥ 1): a static shape that changes only when x doubles."""
+    return 1 << max(0, (int(x) - 1).bit_length())
+
+
 def static_size(x: int) -> int:
     """Round a static length (a window, a group or row count) up to one of a few sizes per octave: every
     distinct static shape is a separate compilation, so inputs that differ a little share one program."""
@@ -34,6 +39,17 @@ def static_size(x: int) -> int:
         return 64
     grain = 1 << max(x.bit_length() - 4, 0)
     return -(-x // grain) * grain
+
+
+def status_bar(description: str, total: int, completed: int = 0):
+    """A started rich progress bar (description, bar, done/total, elapsed, a free ``status`` field) for
+    loops over rounds or steps; returns ``(bar, task)``. The caller updates it and calls ``bar.stop()``."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("{task.fields[status]}"))
+    bar.start()
+    return bar, bar.add_task(description, total=total, completed=completed, status="")
 
 
 def batch_sharding() -> NamedSharding:

@@ -700,12 +700,9 @@ def run(
     started = time.perf_counter()
     bar = None
     if progress:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from .._batching import status_bar
 
-        bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                       TextColumn("{task.fields[status]}"))
-        bar.start()
-        task = bar.add_task("federated", total=rounds, status="")
+        bar, task = status_bar("federated", rounds)
     try:
         for t in range(rounds):
             batch = sampler.sample(t)

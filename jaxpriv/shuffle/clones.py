@@ -53,7 +53,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._batching import map_chunked, static_size
+from .._batching import map_chunked, power_of_two, static_size
 from .._numerics import as_output, check_array, check_broadcastable, float64, is_concrete, log1mexp, log_expm1
 from ..calibrate import solve_monotone
 
@@ -310,7 +310,7 @@ def _pmf_epsilon_kernel(eps0, lo, top, log_pmf, w_rel_err, dropped, delta, *, an
 def pmf_sizes(top_max: int) -> int:
     """Static anchor length for windows whose largest C is ``top_max`` (a power of two: few compilations)."""
     anchor = min(math.ceil(math.sqrt(_ANCHOR_LOG_REMAINDER * max(top_max, 1))) + _WINDOW_MARGIN, top_max // 2 + 2)
-    return 1 << (max(anchor, 64) - 1).bit_length()
+    return power_of_two(max(anchor, 64))
 
 
 def pmf_delta(eps0, lo, top, log_pmf, dropped, epsilon, w_rel_err=None):

@@ -52,6 +52,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
+from .._batching import power_of_two
 from .._numerics import as_output, check_array, float64
 from . import clones as _clones
 from .bounds import _echo_factors
@@ -190,12 +191,12 @@ def personalized_epsilon(local_epsilons, delta, model: str = "gspa", local_delta
     todo = np.flatnonzero(live & ~zero)
     # Static shapes in powers of two (rows up to _ROW_CHUNK; the window, padded with impossible counts above
     # ``top``), so that sweeps over budgets and n reuse a few compiled programs.
-    width = 1 << (logpmf.shape[1] - 1).bit_length()
+    width = power_of_two(logpmf.shape[1])
     logpmf = np.pad(logpmf, ((0, 0), (0, width - logpmf.shape[1])), constant_values=-np.inf)
     rel = np.pad(rel, ((0, 0), (0, width - rel.shape[1])))
     for start in range(0, todo.size, _ROW_CHUNK):
         idx = todo[start:start + _ROW_CHUNK]
-        pad = min(_ROW_CHUNK, 1 << (idx.size - 1).bit_length()) - idx.size
+        pad = min(_ROW_CHUNK, power_of_two(idx.size)) - idx.size
         take = np.concatenate([idx, np.full(pad, idx[0])])
         res = _clones.pmf_epsilon(rows[take, 0], np.full(take.size, float(lo)), top[take], logpmf[take],
                                   dropped[take], np.minimum(target[take], 1.0 - 1e-16), w_rel_err=rel[take])

@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._batching import static_size
+from .._batching import power_of_two, static_size
 from .._numerics import check_array, float64
 
 __all__ = ["poisson_binomial_logpmf", "PoissonBinomialWindow"]
@@ -227,7 +227,7 @@ def _windows(p, m, remove):
     gc = 1 << min(8, max(0, (p.size - 1).bit_length()))
     gc = max(1, min(gc, _ELEMENTS // (theta.size * (size // 2 + 1)) or 1))
     pad = -(-static_size(p.size) // gc) * gc - p.size
-    kernel_width = min(1 << (width - 1).bit_length(), size)
+    kernel_width = min(power_of_two(width), size)
     logit_p = np.concatenate([_logit(p), np.full(pad, -np.inf)])
     mm = np.concatenate([m, np.zeros(pad)])
     logit_r = _logit(remove)  # −inf for "no removal" (p = 0)
@@ -239,7 +239,7 @@ def _windows(p, m, remove):
         for start in range(0, remove.size, rows):
             sl = slice(start, start + rows)
             nr = remove[sl].size
-            padded = rows if remove.size > rows else min(rows, 1 << (nr - 1).bit_length())
+            padded = rows if remove.size > rows else min(rows, power_of_two(nr))
             lr = np.concatenate([logit_r[sl], np.full(padded - nr, -np.inf)])
             kr = np.concatenate([k_rows[sl], np.zeros((padded - nr, theta.size))])
             lf, rel = _tilted_kernel(re, im, jnp.asarray(theta), jnp.asarray(kr), float(lo), jnp.asarray(lr),

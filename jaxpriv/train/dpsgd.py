@@ -910,12 +910,9 @@ def train(
 
     bar = None
     if progress:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from .._batching import status_bar
 
-        bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                       TextColumn("{task.fields[status]}"))
-        bar.start()
-        task = bar.add_task("DP-SGD", total=plan.total_steps, completed=accountant.steps, status="")
+        bar, task = status_bar("DP-SGD", plan.total_steps, completed=accountant.steps)
     try:
         for epoch in range(start_epoch, config.epochs):
             allowed = accountant.steps_within(plan.budget, plan.steps_per_epoch)
