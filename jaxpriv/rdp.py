@@ -51,6 +51,7 @@ __all__ = [
     "subsampled_gaussian",
     "subsampled",
     "two_stage",
+    "client_sampled",
     "compose",
     "to_epsilon",
     "to_delta",
@@ -711,6 +712,24 @@ def _client_sampled(local, client_rate, orders):
     near = jnp.log1p(client_rate * jnp.expm1(jnp.where(small, x, 0.0)))
     far = jnp.logaddexp(jnp.log1p(-client_rate), jnp.log(client_rate) + jnp.where(small, 30.0, x))
     return jnp.where(small, near, far) / (orders - 1.0)
+
+
+def client_sampled(curve, client_rate, orders):
+    """RDP of a release that happens only with probability λ: log(1 − λ + λ e^{(α−1)ρ(α)})/(α−1), for the
+    curve ρ of the whole release (rPDP-FL client sampling, Lemma 6; SPEC §1.5; see :func:`two_stage` for
+    why it bounds both directions). ``curve`` has the orders on its last axis; λ ∈ (0, 1] broadcasts
+    with the curve's leading axes.
+
+    Example:
+      >>> from jaxpriv import rdp
+      >>> float(rdp.client_sampled(rdp.gaussian(1.0, [2.0]), 1.0, [2.0])[0])
+      1.0
+    """
+    with float64():
+        curve = check_array("curve", curve, 0.0, np.inf, allow_inf=True)
+        client_rate = check_array("client_rate", client_rate, 0.0, 1.0, lo_open=True)
+        orders = check_orders(orders)
+        return as_output(_client_sampled(curve, jnp.asarray(client_rate)[..., None], orders))
 
 
 def _two_stage_curve_flat(q, sigma, steps, client_rate, rounds, orders_key: tuple):

@@ -49,6 +49,7 @@ __all__ = [
     "rdp",
     "estimate_frequencies",
     "frequency_moments",
+    "log_report_probabilities",
 ]
 
 
@@ -89,6 +90,21 @@ def _log_q(eps, k: int):
 def _log_p(eps, k: int):
     """log p = log e^ε/(e^ε + k − 1) = −log1p((k − 1) e^{−ε})."""
     return -jnp.log1p((k - 1) * jnp.exp(-eps))
+
+
+def log_report_probabilities(epsilon, k: int):
+    """(log q, log p) of k-RR: the log-probability of each other value, q = 1/(e^ε + k − 1), and of the
+    true value, p = e^ε q, without overflow for large ε. A kernel for the accountants (float64 arrays of
+    any shape, no validation).
+
+    Example:
+      >>> import numpy as np
+      >>> from jaxpriv.mechanisms import randomized_response as rr
+      >>> log_q, log_p = rr.log_report_probabilities(np.log(3.0), 2)
+      >>> round(float(np.exp(log_q)), 6), round(float(np.exp(log_p)), 6)
+      (0.25, 0.75)
+    """
+    return _log_q(epsilon, k), _log_p(epsilon, k)
 
 
 # ----------------------------------------------------------------------------------------------------

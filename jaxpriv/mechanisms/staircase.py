@@ -34,6 +34,7 @@ __all__ = [
     "rdp_shift",
     "rdp_l1",
     "udpfl_printed_rdp",
+    "privacy_loss_atoms",
 ]
 
 
@@ -338,6 +339,29 @@ def _loss_plus_mass_at(epsilon, gamma, s):
     """
     a_scaled = jnp.exp(_log_a_delta(epsilon, gamma)) / -jnp.expm1(-epsilon)  # aΔ/(1−b)
     return a_scaled * (jnp.minimum(s, 2.0 * gamma) + jnp.exp(-epsilon) * jnp.maximum(s - 2.0 * gamma, 0.0))
+
+
+def privacy_loss_atoms(epsilon, gamma):
+    """The privacy loss distribution of the staircase mechanism at the worst shift Δ, as atoms (SPEC §4.2,
+    §7.2): losses (+ε, 0, −ε) with probabilities (p₊, p₀, p₋ = b·p₊) under the shifted density.
+
+    Every shift t ≤ Δ gives the same three losses with a smaller p₊ (``rdp_shift``), and the hockey-stick
+    divergence increases with p₊ at every e^ε, so this pair dominates all of them. A kernel for the
+    accountants: float64 arrays of any broadcast shape S in, two arrays of shape S + (3,) out, no
+    validation (γ = None is not accepted here; pass ``optimal_gamma(ε)``).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxpriv.mechanisms import staircase
+      >>> losses, masses = staircase.privacy_loss_atoms(jnp.float32(1.0), jnp.float32(0.3))
+      >>> [round(float(m), 4) for m in masses], round(float(masses.sum()), 6)
+      ([0.6701, 0.0834, 0.2465], 1.0)
+    """
+    eps, gamma = jnp.broadcast_arrays(jnp.asarray(epsilon), jnp.asarray(gamma))
+    p_plus = _loss_plus_mass(eps, gamma)
+    p_minus = jnp.exp(-eps) * p_plus
+    losses = jnp.stack([eps, jnp.zeros_like(eps), -eps], axis=-1)
+    return losses, jnp.stack([p_plus, 1.0 - p_plus - p_minus, p_minus], axis=-1)
 
 
 def _rdp(epsilon, gamma, orders, p_plus=None):

@@ -1,0 +1,176 @@
+"""Dominating pairs as privacy-loss laws: what the PLD accountant discretises (SPEC §7.1-7.2).
+
+A :class:`LossLaw` describes the privacy loss L = log(P/Q) of one dominating pair (P, Q): a continuous
+part, given by its cumulative masses under P and under Q (``head(ℓ)`` = mass with L ≤ ℓ, ``tail(ℓ)`` =
+mass with L > ℓ, both returned so that either side can be computed without cancellation), and atoms
+(loss, P-mass, Q-mass; a loss of +inf has Q-mass 0). All functions are jnp kernels of one setting's float64
+scalars (the accountant vmaps them over a batch), traced inside the PLD accountant's jitted programs.
+
+Pairs (sensitivity 1):
+
+* Gaussian σ: P = N(1, σ²), Q = N(0, σ²); L ~ N(1/(2σ²), 1/σ²) under P and N(−1/(2σ²), 1/σ²) under Q.
+* Laplace b: P = Lap(1, b), Q = Lap(0, b); atoms ±1/b (P-masses ½ and ½e^{−1/b}) and a continuous part
+  on (−1/b, 1/b) with P(L ≤ ℓ) = ½ e^{ℓ/2 − 1/(2b)}.
+* Randomized response (k-ary) and the staircase mechanism: three atoms each.
+* Poisson subsampling with rate q of a pair (A, B) (Zhu, Dong & Wang 2022; SPEC §7.2): remove direction
+  (qA + (1−q)B, B) with loss g(L) = log(1 − q + q e^{L}); add direction (B, qA + (1−q)B) with loss −g(L).
+  g is increasing, so both laws follow from A's and B's laws of L at g⁻¹(ℓ) = log((e^ℓ − 1 + q)/q).
+
+The four base pairs are symmetric (the two directions have the same law); subsampling is not, so a
+law is always built from the inner event's *remove* pair and then transformed for either direction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import jax.numpy as jnp
+from jax.scipy.special import ndtr
+
+from ..mechanisms import randomized_response, staircase
+
+__all__ = ["LossLaw", "gaussian", "laplace", "atoms_only", "randomized_response_law", "staircase_law",
+           "poisson_sampled"]
+
+#: loss values within this many standard deviations (Gaussian parts) bound the continuous support that is
+#: represented on the grid; the mass outside is not lost (it goes to +inf or to the lowest node).
+SUPPORT_SDS = 14.0
+
+
+@dataclasses.dataclass(frozen=True)
+class LossLaw:
+    """The privacy-loss law of one direction of a dominating pair (batched: arrays of shape (B,)).
+
+    head(ℓ) → (P(L ≤ ℓ), Q(L ≤ ℓ)) and tail(ℓ) → (P(L > ℓ), Q(L > ℓ)) of the continuous part, for an
+    array ℓ; ``support`` = (lo, hi), scalars outside which the continuous part has negligible mass;
+    ``atoms`` = (loss, p_mass, q_mass) of shape (A,). ``head``/``tail`` are None for atoms only.
+    """
+
+    head: Callable | None
+    tail: Callable | None
+    support: tuple
+    atoms: tuple
+
+
+def _no_atoms(like):
+    empty = jnp.zeros((0,), jnp.result_type(like))
+    return empty, empty, empty
+
+
+def gaussian(sigma) -> LossLaw:
+    """The Gaussian pair's law (symmetric)."""
+    m, s = 0.5 / sigma**2, 1.0 / sigma
+
+    def head(loss):
+        return ndtr((loss - m) / s), ndtr((loss + m) / s)
+
+    def tail(loss):
+        return ndtr((m - loss) / s), ndtr((-m - loss) / s)
+
+    spread = 0.5 / sigma**2 + SUPPORT_SDS / sigma
+    return LossLaw(head, tail, (-spread, spread), _no_atoms(sigma))
+
+
+def laplace(scale) -> LossLaw:
+    """The Laplace pair's law (symmetric): atoms at ±1/b and a continuous part between them."""
+    inv = 1.0 / scale
+    c = inv
+
+    def head(loss):
+        x = jnp.clip(loss, -c, c)
+        return 0.5 * jnp.exp(-c) * jnp.expm1((x + c) / 2.0), -0.5 * jnp.expm1(-(x + c) / 2.0)
+
+    def tail(loss):
+        x = jnp.clip(loss, -c, c)
+        return -0.5 * jnp.expm1((x - c) / 2.0), 0.5 * jnp.exp(-c) * jnp.expm1((c - x) / 2.0)
+
+    half_e = 0.5 * jnp.exp(-inv)
+    half = 0.5 * jnp.ones_like(inv)
+    atoms = (jnp.stack([inv, -inv]), jnp.stack([half, half_e]), jnp.stack([half_e, half]))
+    return LossLaw(head, tail, (-inv, inv), atoms)
+
+
+def atoms_only(losses, p_masses) -> LossLaw:
+    """A finite pair given by its loss atoms (shape (A,)) and their P-masses; Q-mass = P-mass·e^{−loss}."""
+    q_masses = jnp.where(jnp.isposinf(losses), 0.0, p_masses * jnp.exp(-jnp.where(jnp.isposinf(losses), 0.0, losses)))
+    finite = jnp.where(jnp.isfinite(losses), losses, 0.0)
+    return LossLaw(None, None, (finite.min(-1), finite.max(-1)), (losses, p_masses, q_masses))
+
+
+def randomized_response_law(epsilon, k: int) -> LossLaw:
+    """k-ary randomized response between two inputs: losses ε, −ε, 0 with P-masses p, q, (k−2)q,
+    q = 1/(e^ε + k − 1), p = e^ε q (SPEC §4.3)."""
+    log_q, log_p = randomized_response.log_report_probabilities(epsilon, k)
+    q, p = jnp.exp(log_q), jnp.exp(log_p)
+    losses = jnp.stack([epsilon, -epsilon, jnp.zeros_like(epsilon)])
+    return atoms_only(losses, jnp.stack([p, q, (k - 2) * q]))
+
+
+def staircase_law(epsilon, gamma) -> LossLaw:
+    """The staircase mechanism at its worst shift (SPEC §4.2): three atoms."""
+    losses, masses = staircase.privacy_loss_atoms(epsilon, gamma)
+    return atoms_only(losses, masses)
+
+
+def _log_one_minus_q_plus_q_exp(q, loss):
+    """g(ℓ) = log(1 − q + q e^ℓ), computed as log1p(q·expm1(ℓ)) for moderate ℓ, as a log-sum-exp beyond."""
+    big = loss > 30.0
+    near = jnp.log1p(q * jnp.expm1(jnp.where(big, 0.0, loss)))
+    far = jnp.logaddexp(jnp.log1p(-q), jnp.log(q) + jnp.where(big, loss, 30.0))
+    return jnp.where(big, far, near)
+
+
+def _inverse(q, loss):
+    """g⁻¹(ℓ) = log((e^ℓ − 1 + q)/q) for ℓ > log(1 − q), −inf at or below it. With x = (1 − q)e^{−ℓ} < ½
+    it is ℓ + log1p(−x) − log q (exact as q → 1 and for very negative ℓ); nearer the edge,
+    log(expm1(ℓ) + q) − log q."""
+    x = (1.0 - q) * jnp.exp(-jnp.minimum(loss, 700.0))
+    far = loss + jnp.log1p(-jnp.minimum(x, 0.5)) - jnp.log(q)
+    inside = jnp.expm1(jnp.minimum(loss, 1.0)) + q
+    near = jnp.log(jnp.where(inside > 0, inside, 1.0)) - jnp.log(q)
+    value = jnp.where(x < 0.5, far, near)
+    return jnp.where((x < 0.5) | (inside > 0), value, -jnp.inf)
+
+
+def poisson_sampled(q, law: LossLaw, direction: str) -> LossLaw:
+    """Poisson subsampling with rate q of the remove-direction pair ``law`` (SPEC §7.2)."""
+    qc = q
+    inv = lambda loss: _inverse(qc, loss)  # noqa: E731
+    lo, hi = law.support
+    g_lo = _log_one_minus_q_plus_q_exp(q, lo)
+    g_hi = _log_one_minus_q_plus_q_exp(q, hi)
+    a_loss, a_p, a_q = law.atoms
+    g_atoms = _log_one_minus_q_plus_q_exp(qc, a_loss)
+    mixed = qc * a_p + (1.0 - qc) * a_q  # the atom's mass under qA + (1 − q)B
+    has_continuous = law.head is not None
+
+    if direction == "remove":
+        def head(loss):
+            u = inv(loss)
+            (hp, hq) = law.head(u)
+            return qc * hp + (1.0 - qc) * hq, hq
+
+        def tail(loss):
+            u = inv(loss)
+            (tp, tq) = law.tail(u)
+            return qc * tp + (1.0 - qc) * tq, tq
+
+        atoms = (g_atoms, mixed, a_q)
+        support = (g_lo, g_hi)
+    else:
+        def head(loss):  # L'' ≤ ℓ  ⇔  L ≥ g⁻¹(−ℓ); continuous, so ≥ and > carry the same mass
+            u = inv(-loss)
+            (tp, tq) = law.tail(u)
+            return tq, qc * tp + (1.0 - qc) * tq
+
+        def tail(loss):
+            u = inv(-loss)
+            (hp, hq) = law.head(u)
+            return hq, qc * hp + (1.0 - qc) * hq
+
+        atoms = (-g_atoms, a_q, mixed)  # a loss of +inf (Q-mass 0) becomes −inf with mass 0
+        support = (-g_hi, -g_lo)
+    if not has_continuous:
+        head = tail = None
+    return LossLaw(head, tail, support, atoms)
