@@ -77,17 +77,17 @@ class PLD:
     def unsupported(self, event) -> str | None:
         return _pld.supported(event)
 
-    def interval(self, event, value, query: str, *, chunk_size=None, progress=None):
+    def interval(self, event, value, query: str, *, lower=True, chunk_size=None, progress=None):
         """(lower, upper) of ε(δ = value) or δ(ε = value)."""
-        upper, lower = _pld.interval(event, value, query=query, discretization=self.discretization,
-                                     chunk_size=chunk_size, progress=progress)
-        return lower, upper
+        upper, low = _pld.interval(event, value, query=query, discretization=self.discretization, lower=lower,
+                                   chunk_size=chunk_size, progress=progress)
+        return low, upper
 
     def epsilon(self, event, delta, *, chunk_size=None, progress=None):
-        return self.interval(event, delta, "epsilon", chunk_size=chunk_size, progress=progress)[1]
+        return self.interval(event, delta, "epsilon", lower=False, chunk_size=chunk_size, progress=progress)[1]
 
     def delta(self, event, epsilon, *, chunk_size=None, progress=None):
-        return self.interval(event, epsilon, "delta", chunk_size=chunk_size, progress=progress)[1]
+        return self.interval(event, epsilon, "delta", lower=False, chunk_size=chunk_size, progress=progress)[1]
 
 
 def _accountant(accountant):

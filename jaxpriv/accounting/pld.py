@@ -172,31 +172,28 @@ def discretise(step_law: pairs.LossLaw, start, n: int, h):
     return pess, pess_inf, opt, opt_inf, frac
 
 
-def _log_mgf(pmf, nodes):
-    """log Σ p_k e^{λ ℓ_k} for every λ of the fixed grid (shape (|Λ|,))."""
+def _log_mgf(pmf, nodes, lams=None):
+    """log Σ p_k e^{λ ℓ_k} for each λ (default: the fixed grid)."""
     logp = jnp.where(pmf > 0, jnp.log(jnp.where(pmf > 0, pmf, 1.0)), -jnp.inf)
-    return jax.vmap(lambda lam: jax.nn.logsumexp(logp + lam * nodes))(jnp.asarray(_LAMBDAS))
+    lams = jnp.asarray(_LAMBDAS) if lams is None else lams
+    return jax.vmap(lambda lam: jax.nn.logsumexp(logp + lam * nodes))(lams)
 
 
 # --------------------------------------------------------------------------------------------------
-# Pass 1: per-step grids and their moment generating functions (for the window)
+# Pass 1: a coarse probe of each step's loss law, to place the composed window
 # --------------------------------------------------------------------------------------------------
 
+@functools.partial(jax.jit, static_argnames=("direction", "n"))
+def _probe(step, start, h, *, direction: str, n: int):
+    """log-MGF on the λ grid of one step's pessimistic and optimistic pmfs on its own grid of n nodes
+    (vmapped over settings): where the composed loss lives, to place the window."""
 
-@functools.partial(jax.jit, static_argnames=("direction", "sizes"))
-def _probe(steps, starts, h, *, direction: str, sizes: tuple):
-    """For each step (vmapped over settings): log-MGF of the pessimistic and optimistic pmfs on the λ grid,
-    their +inf atoms and the fractional-part lower bound."""
+    def one(e, s, hh):
+        pess, _, opt, _, _ = discretise(law(e, direction), s, n, hh)
+        nodes = (s + jnp.arange(n, dtype=jnp.float64)) * hh
+        return jnp.maximum(_log_mgf(pess, nodes), _log_mgf(opt, nodes))
 
-    def one(step_events, step_starts, hh):
-        out = []
-        for e, s, n in zip(step_events, step_starts, sizes):
-            pess, pinf, opt, oinf, frac = discretise(law(e, direction), s, n, hh)
-            nodes = (s + jnp.arange(n, dtype=jnp.float64)) * hh
-            out.append((_log_mgf(pess, nodes), _log_mgf(opt, nodes), pinf, oinf, frac))
-        return out
-
-    return jax.vmap(one)(steps, starts, h)
+    return jax.vmap(one)(step, start, h)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -210,7 +207,7 @@ def _compose(pmfs, counts, starts, window_start, N: int):
     spectrum = jnp.ones(N // 2 + 1, dtype=jnp.complex128)
     offset = jnp.int64(0)
     for pmf, count, start in zip(pmfs, counts, starts):
-        z = jnp.fft.rfft(jnp.zeros(N).at[: pmf.shape[0]].set(pmf))
+        z = jnp.fft.rfft(pmf)
         zero = jnp.abs(z) == 0
         power = jnp.exp(count * jnp.log(jnp.where(zero, 1.0, z)))
         spectrum = spectrum * jnp.where(count == 0, 1.0, jnp.where(zero, 0.0, power))
@@ -234,60 +231,85 @@ def _delta_at(pmf, nodes, eps):
 
 
 def _epsilon_for(pmf, nodes, target, upper: bool):
-    """Smallest ε ≥ 0 with δ(ε) ≤ target on a discrete PLD; made monotone on the safe side first."""
+    """Smallest ε with δ(ε) ≤ target on a discrete PLD (any sign; −inf when every ε qualifies), with δ
+    at the nodes first made non-increasing on the safe side."""
     s1, log_s2 = _suffix_sums(pmf, nodes)
     # δ at each node: mass above it, minus the e^{ℓ_j − ℓ_k} part
     d = s1[1:] - jnp.exp(nodes + log_s2[1:])
-    d = jax.lax.cummax(d, reverse=True) if upper else jax.lax.cummin(d)  # non-increasing, on the safe side
-    below = d <= target
-    j = jnp.argmax(below)  # first node whose δ is ≤ target (the last node's δ is 0)
+    d = jax.lax.cummax(d, reverse=True) if upper else jax.lax.cummin(d)
+    j = jnp.argmax(d <= target)  # first node whose δ is ≤ target (the last node's δ is 0)
     # on (ℓ_{j−1}, ℓ_j]: δ(ε) = S1_j − e^{ε} S2_j
     value = jnp.log(jnp.maximum(s1[j] - target, 1e-300)) - log_s2[j]
     lo = jnp.where(j > 0, nodes[jnp.maximum(j - 1, 0)], -jnp.inf)
     eps = jnp.clip(value, lo, nodes[j])
     eps = jnp.where(s1[j] - target <= 0, lo, eps)
     eps = eps + 1e-12 * jnp.abs(eps) if upper else eps - 1e-12 * jnp.abs(eps)
-    eps = jnp.where(target < 0, jnp.inf, eps)
-    return jnp.maximum(eps, 0.0)
+    return jnp.where(target < 0, jnp.inf, eps)
 
 
 def _fp_allowance(pmf, N: int, total_count):
     """Floating-point error of the FFT composition on δ (see the module docstring)."""
     l2 = jnp.sqrt(jnp.sum(pmf * pmf))
-    return 64.0 * _U * (math.sqrt(N) * (total_count + math.log2(N)) * l2 + N)
+    # FFTs and the power: ≲ u·(T + log₂N)·‖p‖₂ per entry in ℓ2, ≤ √N times that on δ (weights ≤ 1);
+    # the suffix sums behind ε(δ): ≤ N·u (sequential summation of masses ≤ 1)
+    return 64.0 * _U * math.sqrt(N) * (total_count + math.log2(N)) * l2 + 2.0 * _U * N
 
 
-@functools.partial(jax.jit, static_argnames=("direction", "sizes", "N", "query"))
-def _evaluate(steps, starts, counts, h, window_start, alias_pess, alias_opt, shift, hoeffding, value,
-              *, direction: str, sizes: tuple, N: int, query: str):
-    """(upper, lower) of ε(δ = value) or δ(ε = value), vmapped over settings."""
+def _chernoff_mass(log_mgf_total, lam, edge):
+    """Pr[ΣL beyond edge] ≤ exp(log M(λ) − λ·edge), for λ > 0 (above) or λ < 0 (below)."""
+    return jnp.exp(jnp.minimum(log_mgf_total - lam * edge, 700.0)) * (1.0 + 1e-9)
 
-    def one(step_events, step_starts, step_counts, hh, w0, a_pess, a_opt, c, eta, x):
-        pess, opt, log_pinf, log_oinf = [], [], 0.0, 0.0
-        for e, s, n, t in zip(step_events, step_starts, sizes, step_counts):
-            p, pinf, o, oinf, _ = discretise(law(e, direction), s, n, hh)
-            pess.append(p)
-            opt.append(o)
+
+@functools.partial(jax.jit, static_argnames=("direction", "N", "sizes", "query", "lower"))
+def _evaluate(steps, starts, counts, h, window_start, lam_up, lam_dn, eta, value, *, direction: str, N: int,
+              sizes: tuple, query: str, lower: bool):
+    """(upper, lower) of ε(δ = value) or δ(ε = value), vmapped over settings; each step is discretised on
+    its own ``sizes[c]`` nodes and padded to the N of the composed grid. ``lower=False`` skips the
+    optimistic side (returns NaN for it)."""
+
+    def one(step_events, step_starts, step_counts, hh, w0, l_up, l_dn, eta, x):
+        pess, opt = [], []
+        log_pinf = log_oinf = frac = 0.0
+        mgf_pess, mgf_opt = jnp.zeros(2), jnp.zeros(2)
+        lams = jnp.stack([l_up, l_dn])
+        for e, s, t, n in zip(step_events, step_starts, step_counts, sizes):
+            p, pinf, o, oinf, f = discretise(law(e, direction), s, n, hh)
+            step_nodes = (s + jnp.arange(n, dtype=jnp.float64)) * hh
+            mgf_pess = mgf_pess + t * _log_mgf(p, step_nodes, lams)
+            pess.append(jnp.zeros(N).at[:n].set(p))
             log_pinf = log_pinf + t * jnp.log1p(-pinf)
-            log_oinf = log_oinf + t * jnp.log1p(-oinf)
+            if lower:
+                mgf_opt = mgf_opt + t * _log_mgf(o, step_nodes, lams)
+                opt.append(jnp.zeros(N).at[:n].set(o))
+                log_oinf = log_oinf + t * jnp.log1p(-oinf)
+                frac = frac + t * f
         total = sum(step_counts)
         nodes = (w0 + jnp.arange(N, dtype=jnp.float64)) * hh
+        top, bottom = nodes[-1] + 0.5 * hh, nodes[0] - 0.5 * hh
+        alias_pess = _chernoff_mass(mgf_pess[0], l_up, top) + _chernoff_mass(mgf_pess[1], l_dn, bottom)
         composed_pess = _compose(pess, step_counts, step_starts, w0, N)
-        composed_opt = _compose(opt, step_counts, step_starts, w0, N)
-        inf_pess, inf_opt = -jnp.expm1(log_pinf), -jnp.expm1(log_oinf)
+        inf_pess = -jnp.expm1(log_pinf)
         fp_pess = _fp_allowance(composed_pess, N, total)
-        fp_opt = _fp_allowance(composed_opt, N, total)
         if query == "epsilon":
-            upper = _epsilon_for(composed_pess, nodes, x - inf_pess - a_pess - fp_pess, upper=True)
-            lower = _epsilon_for(composed_opt, nodes, x - inf_opt + a_opt + fp_opt + eta, upper=False) + c
-            lower = jnp.where(x - inf_opt + a_opt + fp_opt + eta < 0, jnp.inf, lower)
+            upper = jnp.maximum(_epsilon_for(composed_pess, nodes, x - inf_pess - alias_pess - fp_pess, True), 0.0)
         else:
-            upper = _delta_at(composed_pess, nodes, x) + inf_pess + a_pess + fp_pess
-            lower = _delta_at(composed_opt, nodes, x - c) + inf_opt - a_opt - fp_opt - eta
-            upper, lower = jnp.clip(upper, 0.0, 1.0), jnp.clip(lower, 0.0, 1.0)
-        return upper, lower
+            upper = jnp.clip(_delta_at(composed_pess, nodes, x) + inf_pess + alias_pess + fp_pess, 0.0, 1.0)
+        if not lower:
+            return upper, jnp.nan
+        alias_opt = _chernoff_mass(mgf_opt[0], l_up, top) + _chernoff_mass(mgf_opt[1], l_dn, bottom)
+        composed_opt = _compose(opt, step_counts, step_starts, w0, N)
+        inf_opt = -jnp.expm1(log_oinf)
+        fp_opt = _fp_allowance(composed_opt, N, total)
+        # Hoeffding: Pr[ΣF < E ΣF − s] ≤ η for T fractional parts in [0, h)
+        shift = jnp.maximum(frac - hh * jnp.sqrt(total * jnp.log(1.0 / eta) / 2.0), 0.0)
+        if query == "epsilon":
+            low = jnp.maximum(_epsilon_for(composed_opt, nodes, x - inf_opt + alias_opt + fp_opt + eta, False)
+                              + shift, 0.0)
+        else:
+            low = jnp.clip(_delta_at(composed_opt, nodes, x - shift) + inf_opt - alias_opt - fp_opt - eta, 0.0, 1.0)
+        return upper, low
 
-    return jax.vmap(one)(steps, starts, counts, h, window_start, alias_pess, alias_opt, shift, hoeffding, value)
+    return jax.vmap(one)(steps, starts, counts, h, window_start, lam_up, lam_dn, eta, value)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -296,136 +318,150 @@ def _evaluate(steps, starts, counts, h, window_start, alias_pess, alias_opt, shi
 
 
 def _bucket(n: int) -> int:
-    """Grid sizes 2^k and 3·2^(k−1) (≥ 64): few compiled shapes, at most 1.5× padding."""
-    n = max(int(n), 64)
+    """Grid sizes 2^k and 3·2^(k−1) (≥ 1024): few compiled shapes, at most 1.5× padding."""
+    n = max(int(n), 1024)
     p = 1 << (n - 1).bit_length()
     return 3 * p // 4 if 3 * p // 4 >= n else p
 
 
-def _supports(step, direction: str):
-    """(lo, hi) of a step's loss over continuous part and finite atoms, for a batch of settings."""
+def _step_bucket(n: int) -> int:
+    """Per-step grid sizes: powers of two (≥ 1024)."""
+    return 1 << max(10, (int(n) - 1).bit_length())
 
+
+@functools.partial(jax.jit, static_argnames=("direction",))
+def _support_kernel(step, *, direction: str):
     def one(e):
         lw = law(e, direction)
         lo, hi = lw.support
         a = lw.atoms[0]
         if a.shape[0]:
             finite = jnp.isfinite(a)
-            lo = jnp.minimum(lo, jnp.min(jnp.where(finite, a, jnp.inf))) if lw.head is not None else jnp.min(jnp.where(finite, a, jnp.inf))
-            hi = jnp.maximum(hi, jnp.max(jnp.where(finite, a, -jnp.inf))) if lw.head is not None else jnp.max(jnp.where(finite, a, -jnp.inf))
+            a_lo, a_hi = jnp.min(jnp.where(finite, a, jnp.inf)), jnp.max(jnp.where(finite, a, -jnp.inf))
+            lo, hi = (jnp.minimum(lo, a_lo), jnp.maximum(hi, a_hi)) if lw.head is not None else (a_lo, a_hi)
         return lo, hi
 
-    lo, hi = jax.jit(jax.vmap(one))(step)
-    return np.asarray(lo), np.asarray(hi)
+    return jax.vmap(one)(step)
 
 
-def _chernoff(log_mgf_total, lam, tail_log):
-    """Window ends from the composed log-MGF on the λ grid: Pr[ΣL ≥ U] ≤ e^{log M(λ) − λU} ≤ tail."""
+def _supports(step, direction: str):
+    """(lo, hi) of a step's loss over continuous part and finite atoms, for a batch of settings."""
+    B = jax.tree_util.tree_leaves(step)[0].shape[0]
+    size = 1 << max(0, (B - 1).bit_length())  # one compiled shape per power of two
+    take = np.minimum(np.arange(size), B - 1)
+    lo, hi = _support_kernel(jax.tree_util.tree_map(lambda x: x[take], step), direction=direction)
+    return np.asarray(lo)[:B], np.asarray(hi)[:B]
+
+
+def _window(log_mgf_total, tail_log):
+    """Window ends and the λ attaining them: Pr[ΣL ≥ U] ≤ e^{log M(λ) − λU} ≤ tail, likewise below."""
+    lam = _LAMBDAS
     pos, neg = lam > 0, lam < 0
-    upper = np.min(np.where(pos, (log_mgf_total - tail_log) / np.where(pos, lam, 1.0), np.inf), axis=-1)
-    lower = np.max(np.where(neg, (log_mgf_total - tail_log) / np.where(neg, lam, -1.0), -np.inf), axis=-1)
-    return lower, upper
+    up_all = np.where(pos, (log_mgf_total - tail_log) / np.where(pos, lam, 1.0), np.inf)
+    dn_all = np.where(neg, (log_mgf_total - tail_log) / np.where(neg, lam, -1.0), -np.inf)
+    i_up, i_dn = np.argmin(up_all, -1), np.argmax(dn_all, -1)
+    rows = np.arange(log_mgf_total.shape[0])
+    return dn_all[rows, i_dn], up_all[rows, i_up], lam[i_dn], lam[i_up]
 
 
-def _tail_bound(log_mgf_total, lam, lower, upper):
-    """Best Chernoff bound on the mass outside [lower, upper] (both sides)."""
-    pos, neg = lam > 0, lam < 0
-    up = np.min(np.where(pos, log_mgf_total - lam * upper[..., None], np.inf), axis=-1)
-    dn = np.min(np.where(neg, log_mgf_total - lam * lower[..., None], np.inf), axis=-1)
-    with np.errstate(over="ignore"):
-        return (np.exp(np.minimum(up, 700.0)) + np.exp(np.minimum(dn, 700.0))) * (1.0 + 1e-9)
+#: with the default grid, an interval wider than this (relative to its upper end) is recomputed on a finer
+#: grid (small ε: the Hoeffding slack h·√(T log(1/η)/2) is then a large part of ε)
+TARGET_WIDTH = 0.005
 
 
-def _hoeffding(frac_total, count_total, h, eta):
-    """Shift c = E ΣF − s with Pr[ΣF < c] ≤ η (Hoeffding for T variables in [0, h))."""
-    s = h * np.sqrt(np.maximum(count_total, 0.0) * np.log(1.0 / eta) / 2.0)
-    return np.maximum(frac_total - s, 0.0)
-
-
-def interval(event, value, *, query: str, discretization=None, chunk_size=None, progress=None):
+def interval(event, value, *, query: str, discretization=None, lower: bool = True, chunk_size=None, progress=None):
     """(upper, lower) numpy arrays of ε(δ) (query "epsilon") or δ(ε) (query "delta") over the event's
-    batch; the event and ``value`` are validated and broadcast by the caller (flat, shape (B,))."""
-    h_req = DEFAULT_INTERVAL if discretization is None else float(discretization)
+    batch; the event and ``value`` are validated and broadcast by the caller (flat, shape (B,)).
+    ``lower=False`` computes the upper end only (half the work; the lower end is NaN). With the default
+    ``discretization`` and ``lower``, settings whose interval is wider than :data:`TARGET_WIDTH` of its
+    upper end are recomputed with h divided by up to 64 (two rounds at most)."""
+    B = value.shape[0]
+    h = np.full(B, DEFAULT_INTERVAL if discretization is None else float(discretization))
+    upper, low = _interval_at(event, value, h, query, lower, chunk_size, progress)
+    if discretization is not None or not lower:
+        return upper, low
+    for _ in range(2):
+        width = (upper - low) / np.maximum(np.abs(upper), 1e-300)
+        redo = np.nonzero(np.isfinite(upper) & (width > TARGET_WIDTH))[0]
+        if redo.size == 0:
+            break
+        factor = 2.0 ** np.clip(np.ceil(np.log2(width[redo] / (0.8 * TARGET_WIDTH))), 1, 6)
+        sub = ev.map_numbers(event, lambda _, x: np.asarray(x)[redo] if np.ndim(x) else x)
+        up, lo = _interval_at(sub, value[redo], h[redo] / factor, query, lower, chunk_size, progress)
+        h[redo] = h[redo] / factor
+        upper[redo], low[redo] = np.minimum(upper[redo], up), np.maximum(low[redo], lo)
+    return upper, low
+
+
+def _interval_at(event, value, h, query, lower, chunk_size, progress):
     steps = components(event)
     B = value.shape[0]
     step_events = [jax.tree_util.tree_map(lambda x: jnp.asarray(np.broadcast_to(np.asarray(x, np.float64), (B,))), e)
                    for e, _ in steps]
     counts = np.stack([np.broadcast_to(np.asarray(c, np.float64), (B,)) for _, c in steps], axis=-1)  # (B, C)
     directions = ("remove",) if symmetric(event) else ("remove", "add")
-    upper = np.full(B, -np.inf)
-    lower = np.full(B, -np.inf) if query == "epsilon" else np.full(B, -np.inf)
+    worst_up, worst_lo = np.full(B, -np.inf), np.full(B, -np.inf)
     for direction in directions:
-        up, lo = _direction(step_events, counts, value, direction, h_req, query, chunk_size, progress)
-        upper, lower = np.maximum(upper, up), np.maximum(lower, lo)
-    return upper, lower
+        up, lo = _direction(step_events, counts, value, direction, h, query, lower, chunk_size, progress)
+        worst_up, worst_lo = np.maximum(worst_up, up), np.maximum(worst_lo, lo)
+    return worst_up, worst_lo
 
 
-def _direction(step_events, counts, value, direction, h_req, query, chunk_size, progress):
+def _direction(step_events, counts, value, direction, h_req, query, lower, chunk_size, progress):
     B, C = counts.shape
     spans = [_supports(e, direction) for e in step_events]
-    h = np.full(B, h_req)
-    for _ in range(4):  # widen h where the composed window would exceed MAX_GRID
+    step_width = np.max(np.stack([hi - lo for lo, hi in spans], -1), -1)
+    h = np.maximum(h_req, step_width / (MAX_GRID // 4))  # h_req: one spacing per setting
+    for _ in range(3):  # widen h where the composed window would not fit in MAX_GRID nodes
         starts = np.stack([np.floor(lo / h) - 1 for lo, _ in spans], -1)
-        stops = np.stack([np.ceil(hi / h) + 1 for _, hi in spans], -1)
-        sizes = np.vectorize(_bucket)((stops - starts + 1).astype(np.int64))  # (B, C)
-        probe = _run_probe(step_events, starts, h, sizes, direction)
-        log_pess = np.einsum("bc,bcl->bl", counts, probe["pess"])
-        log_opt = np.einsum("bc,bcl->bl", counts, probe["opt"])
-        tail_log = math.log(_TAIL)
-        lo_p, hi_p = _chernoff(log_pess, _LAMBDAS, tail_log)
-        lo_o, hi_o = _chernoff(log_opt, _LAMBDAS, tail_log)
-        w_lo = np.floor(np.minimum(lo_p, lo_o) / h) - 1
-        w_hi = np.ceil(np.maximum(hi_p, hi_o) / h) + 1
-        need = np.maximum(w_hi - w_lo + 1, sizes.max(-1))
-        too_wide = need > MAX_GRID
-        if not too_wide.any():
+        log_mgf = np.zeros((B, _LAMBDAS.size))
+        for c, (lo, hi) in enumerate(spans):
+            sizes = np.vectorize(_step_bucket)((np.ceil(hi / h) + 2 - starts[:, c]).astype(np.int64))
+            log_mgf += counts[:, c:c + 1] * _run_probe(step_events[c], starts[:, c], h, sizes, direction)
+        w_lo, w_hi, lam_dn, lam_up = _window(log_mgf, math.log(_TAIL))
+        nodes_needed = np.maximum((w_hi - w_lo) / h, step_width / h) + 8
+        if (nodes_needed <= MAX_GRID).all():
             break
-        h = np.where(too_wide, h * np.ceil(need / MAX_GRID * 1.25), h)
-    grid = np.vectorize(_bucket)(need.astype(np.int64))
-    w_lo = np.where(np.isfinite(w_lo), w_lo, 0.0)
-    alias_pess = _tail_bound(log_pess, _LAMBDAS, w_lo * h, (w_lo + grid - 1) * h)
-    alias_opt = _tail_bound(log_opt, _LAMBDAS, w_lo * h, (w_lo + grid - 1) * h)
-    total = counts.sum(-1)
+        h = np.where(nodes_needed > MAX_GRID, h * np.ceil(nodes_needed / MAX_GRID * 1.1), h)
+    grid = np.vectorize(_bucket)(np.minimum(nodes_needed, MAX_GRID).astype(np.int64))
+    w_start = np.floor(w_lo / h) - 2
     eta = np.full(B, 1e-12) if query == "delta" else np.maximum(1e-3 * value, 1e-300)
-    shift = _hoeffding(np.einsum("bc,bc->b", counts, probe["frac"]), total, h, eta)
-    upper, lower = np.empty(B), np.empty(B)
-    keys = np.concatenate([grid[:, None], sizes], -1)
+    step_sizes = np.stack([np.vectorize(_step_bucket)((np.ceil(hi / h) + 2 - starts[:, c]).astype(np.int64))
+                           for c, (_, hi) in enumerate(spans)], -1)
+    keys = np.concatenate([grid[:, None], np.minimum(step_sizes, grid[:, None])], -1)
+    upper, low = np.empty(B), np.empty(B)
     for key in np.unique(keys, axis=0):
         idx = np.nonzero((keys == key).all(-1))[0]
-        N, n_sizes = int(key[0]), tuple(int(s) for s in key[1:])
-        per_chunk = max(1, min(chunk_size or 4096, (1 << 25) // N))
-        sub = lambda x: x[idx]  # noqa: E731
-        inputs = [np.arange(idx.size, dtype=np.float64)]
+        N, sizes = int(key[0]), tuple(int(k) for k in key[1:])
 
-        def kernel(pos, N=N, n_sizes=n_sizes, idx=idx):
-            take = idx[np.asarray(pos, dtype=np.int64)]
-            return _evaluate(
-                [jax.tree_util.tree_map(lambda x: x[take], e) for e in step_events],
-                [jnp.asarray(starts[take, c]) for c in range(C)],
-                [jnp.asarray(counts[take, c]) for c in range(C)],
-                jnp.asarray(h[take]), jnp.asarray(w_lo[take]), jnp.asarray(alias_pess[take]),
-                jnp.asarray(alias_opt[take]), jnp.asarray(shift[take]), jnp.asarray(eta[take]),
-                jnp.asarray(value[take]), direction=direction, sizes=n_sizes, N=N, query=query)
+        def kernel(take, N=N, sizes=sizes):
+            return _evaluate([jax.tree_util.tree_map(lambda x: x[take], e) for e in step_events],
+                             [jnp.asarray(starts[take, c]) for c in range(C)],
+                             [jnp.asarray(counts[take, c]) for c in range(C)],
+                             jnp.asarray(h[take]), jnp.asarray(w_start[take]), jnp.asarray(lam_up[take]),
+                             jnp.asarray(lam_dn[take]), jnp.asarray(eta[take]), jnp.asarray(value[take]),
+                             direction=direction, N=N, sizes=sizes, query=query, lower=lower)
 
-        up, lo = _map_host(kernel, idx.size, per_chunk, progress)
-        upper[idx], lower[idx] = up, lo
-        del sub, inputs
-    return upper, lower
+        per_chunk = max(1, min(chunk_size or 4096, (1 << 24) // N))
+        upper[idx], low[idx] = _map_host(kernel, idx, per_chunk, progress)
+    return upper, low
 
 
-def _map_host(kernel, n: int, chunk: int, progress):
-    """Run ``kernel`` over positions 0..n−1 in chunks (padded with the last position: one shape)."""
+def _map_host(kernel, idx: np.ndarray, chunk: int, progress):
+    """Run ``kernel`` over the settings ``idx`` in chunks of a power-of-two size (the last one padded by
+    repeating its last setting: one compiled shape)."""
+    n = idx.size
     chunk = min(chunk, 1 << max(0, (n - 1).bit_length()))
+    chunk = 1 << max(0, chunk.bit_length() - 1)
     outs_up, outs_lo = np.empty(n), np.empty(n)
-    starts = list(range(0, n, chunk))
     bar = None
-    if progress or (progress is None and len(starts) > 4):
+    if progress or (progress is None and n > 4 * chunk):
         from .._batching import status_bar
 
         bar, task = status_bar("PLD accounting", n)
-    for s in starts:
-        pos = np.minimum(np.arange(s, s + chunk), n - 1)
-        up, lo = kernel(pos)
+    for s in range(0, n, chunk):
+        take = idx[np.minimum(np.arange(s, s + chunk), n - 1)]
+        up, lo = kernel(take)
         m = min(chunk, n - s)
         outs_up[s:s + m], outs_lo[s:s + m] = np.asarray(up)[:m], np.asarray(lo)[:m]
         if bar is not None:
@@ -435,27 +471,18 @@ def _map_host(kernel, n: int, chunk: int, progress):
     return outs_up, outs_lo
 
 
-def _run_probe(step_events, starts, h, sizes, direction):
-    """Pass 1 over the batch, grouped by the tuple of per-step grid sizes."""
-    B, C = sizes.shape
-    out = {"pess": np.empty((B, C, _LAMBDAS.size)), "opt": np.empty((B, C, _LAMBDAS.size)),
-           "pinf": np.empty((B, C)), "oinf": np.empty((B, C)), "frac": np.empty((B, C))}
-    for key in np.unique(sizes, axis=0):
-        idx = np.nonzero((sizes == key).all(-1))[0]
-        n_sizes = tuple(int(s) for s in key)
-        chunk = max(1, min(4096, (1 << 24) // max(n_sizes) // 8))
-        chunk = min(chunk, 1 << max(0, (idx.size - 1).bit_length()))
+def _run_probe(step, start, h, sizes, direction):
+    """Pass 1 for one step over the whole batch, grouped by grid size, in chunks of one compiled size."""
+    B = start.shape[0]
+    out = np.empty((B, _LAMBDAS.size))
+    for n in np.unique(sizes):
+        idx = np.nonzero(sizes == n)[0]
+        chunk = max(1, min(1024, (1 << 23) // int(n) // _LAMBDAS.size))
+        chunk = 1 << max(0, min(chunk, 1 << max(0, (idx.size - 1).bit_length())).bit_length() - 1)
         for s in range(0, idx.size, chunk):
             take = idx[np.minimum(np.arange(s, s + chunk), idx.size - 1)]
-            res = _probe([jax.tree_util.tree_map(lambda x: x[take], e) for e in step_events],
-                         [jnp.asarray(starts[take, c]) for c in range(C)], jnp.asarray(h[take]),
-                         direction=direction, sizes=n_sizes)
+            res = _probe(jax.tree_util.tree_map(lambda x: x[take], step), jnp.asarray(start[take]),
+                         jnp.asarray(h[take]), direction=direction, n=int(n))
             m = min(chunk, idx.size - s)
-            rows = idx[s:s + m]
-            for c, (lp, lo, pinf, oinf, frac) in enumerate(res):
-                out["pess"][rows, c] = np.asarray(lp)[:m]
-                out["opt"][rows, c] = np.asarray(lo)[:m]
-                out["pinf"][rows, c] = np.asarray(pinf)[:m]
-                out["oinf"][rows, c] = np.asarray(oinf)[:m]
-                out["frac"][rows, c] = np.asarray(frac)[:m]
+            out[idx[s:s + m]] = np.asarray(res)[:m]
     return out
