@@ -1,12 +1,12 @@
-"""A small ledger of mechanism events answering ε or δ, and the DP-SGD sweep kernel (SPEC §1).
+"""A small RDP ledger of privacy events answering ε or δ, and the DP-SGD sweep kernel (SPEC §1).
 
-Events are data (in the style of dp_accounting's DpEvents): :class:`Gaussian`, :class:`Laplace`,
-:class:`Staircase`, :class:`PoissonSampled`, :class:`SelfComposed`, :class:`Composed`. An
-:class:`Accountant` interprets them as RDP curves on its orders, adds them up (SPEC §1.7) and converts
-(SPEC §1.8). A Poisson-sampled Gaussian uses its exact curve (SPEC §1.3); any other Poisson-sampled event
-uses the Zhu-Wang upper bound of :func:`jaxpriv.rdp.subsampled` (SPEC §1.4) on the inner event's curve.
-dp_accounting's own DpEvents are accepted when that package is installed (Gaussian, Laplace,
-PoissonSampled, SelfComposed, Composed, NoOp).
+The events are :mod:`jaxpriv.events` (re-exported here under their old names: :class:`Gaussian`,
+:class:`Laplace`, :class:`Staircase`, :class:`PoissonSampled`, :class:`SelfComposed`, :class:`Composed`).
+An :class:`Accountant` keeps a running RDP curve: each composed event is interpreted by the RDP
+accountant of :mod:`jaxpriv.accounting` (the same curves as ``accounting.epsilon(..., accountant="rdp")``)
+and the curves add up (SPEC §1.7); ε and δ come from the improved conversion (SPEC §1.8). For the
+tighter PLD accountant or a batch of settings use :func:`jaxpriv.accounting.epsilon` directly.
+dp_accounting's own DpEvents are accepted when that package is installed.
 
 :func:`dpsgd_epsilon` is the vectorised shortcut for the most common question — the ε of T steps of
 DP-SGD — evaluated for any number of (q, σ, T, δ) settings at once, chunked and sharded over devices.
@@ -14,16 +14,16 @@ DP-SGD — evaluated for any number of (q, σ, T, δ) settings at once, chunked 
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Sequence, Union
+from typing import Sequence
 
 import jax.numpy as jnp
 import numpy as np
 
 from . import rdp
-from .mechanisms import staircase
 from ._batching import map_chunked
 from ._numerics import as_output, check_array, check_broadcastable, check_orders, float64, is_concrete
+from .accounting import renyi
+from .events import Composed, Event, Gaussian, Laplace, PoissonSampled, SelfComposed, Staircase, from_dp_accounting, validate
 
 __all__ = [
     "Gaussian",
@@ -32,101 +32,10 @@ __all__ = [
     "PoissonSampled",
     "SelfComposed",
     "Composed",
+    "Event",
     "Accountant",
     "dpsgd_epsilon",
 ]
-
-
-@dataclasses.dataclass(frozen=True)
-class Gaussian:
-    """Gaussian mechanism with noise multiplier σ (noise std / L2 sensitivity)."""
-
-    noise_multiplier: float
-
-
-@dataclasses.dataclass(frozen=True)
-class Laplace:
-    """Laplace mechanism with scale b (noise scale / L1 sensitivity; pure ε = 1/b)."""
-
-    scale: float
-
-
-@dataclasses.dataclass(frozen=True)
-class Staircase:
-    """Staircase mechanism with privacy ε and shape γ (None: the optimal γ* = 1/(1+e^{ε/2})), SPEC §4.2."""
-
-    epsilon: float
-    gamma: float | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class PoissonSampled:
-    """``event`` applied to a Poisson sample of the data with inclusion probability ``rate``."""
-
-    rate: float
-    event: "Event"
-
-
-@dataclasses.dataclass(frozen=True)
-class SelfComposed:
-    """``event`` repeated ``count`` times."""
-
-    event: "Event"
-    count: int
-
-
-@dataclasses.dataclass(frozen=True)
-class Composed:
-    """The events in sequence."""
-
-    events: tuple
-
-
-Event = Union[Gaussian, Laplace, Staircase, PoissonSampled, SelfComposed, Composed]
-
-
-def _from_dp_accounting(event):
-    """Translate a dp_accounting DpEvent (matched by class name, so the package stays optional)."""
-    name = type(event).__name__
-    if name == "GaussianDpEvent":
-        return Gaussian(event.noise_multiplier)
-    if name == "LaplaceDpEvent":
-        return Laplace(event.noise_multiplier)
-    if name == "PoissonSampledDpEvent":
-        return PoissonSampled(event.sampling_probability, _from_dp_accounting(event.event))
-    if name == "SelfComposedDpEvent":
-        return SelfComposed(_from_dp_accounting(event.event), event.count)
-    if name == "ComposedDpEvent":
-        return Composed(tuple(_from_dp_accounting(e) for e in event.events))
-    if name == "NoOpDpEvent":
-        return Composed(())
-    if isinstance(event, (Gaussian, Laplace, Staircase, PoissonSampled, SelfComposed, Composed)):
-        return event
-    raise ValueError(
-        f"event must be a jaxpriv.accountant event or a supported dp_accounting DpEvent "
-        f"(Gaussian, Laplace, Staircase, PoissonSampled, SelfComposed, Composed, NoOp); got {name}"
-    )
-
-
-def _curve(event, orders: np.ndarray):
-    """RDP curve of an event on ``orders`` (numpy float64, shape (K,))."""
-    if isinstance(event, Gaussian):
-        return np.asarray(rdp.gaussian(event.noise_multiplier, orders))
-    if isinstance(event, Laplace):
-        return np.asarray(rdp.laplace(event.scale, orders))
-    if isinstance(event, Staircase):
-        return np.asarray(staircase.rdp(event.epsilon, event.gamma, orders))
-    if isinstance(event, PoissonSampled):
-        inner = _from_dp_accounting(event.event)
-        if isinstance(inner, Gaussian):  # exact curve
-            return np.asarray(rdp.subsampled_gaussian(event.rate, inner.noise_multiplier, orders))
-        return np.asarray(rdp.subsampled(event.rate, lambda a: _curve(inner, a), orders))
-    if isinstance(event, SelfComposed):
-        check_array("count", event.count, 0.0, np.inf, integer=True)
-        return event.count * _curve(event.event, orders)
-    if isinstance(event, Composed):
-        return sum((_curve(e, orders) for e in event.events), np.zeros(orders.size))
-    raise AssertionError(event)
 
 
 class Accountant:
@@ -145,10 +54,19 @@ class Accountant:
         self.events: list = []
 
     def compose(self, event, count: int = 1) -> "Accountant":
-        """Add ``count`` repetitions of ``event`` (a jaxpriv event or a dp_accounting DpEvent)."""
+        """Add ``count`` repetitions of ``event`` (a jaxpriv event or a dp_accounting DpEvent) with scalar
+        numbers."""
         check_array("count", count, 0.0, np.inf, integer=True)
-        event = _from_dp_accounting(event)
-        self.rdp = self.rdp + int(count) * _curve(event, self.orders)
+        event = from_dp_accounting(event)
+        validate(event)
+        reason = renyi.supported(event)
+        if reason:
+            raise ValueError(f"the RDP accountant cannot interpret this event: {reason}")
+        curve = np.asarray(renyi.curve(event, self.orders))
+        if curve.shape != self.orders.shape:
+            raise ValueError(f"Accountant.compose takes events with scalar numbers; this one describes a batch "
+                             f"(curve shape {curve.shape}); use jaxpriv.accounting.epsilon for batches")
+        self.rdp = self.rdp + int(count) * curve
         self.events.append((event, int(count)))
         return self
 
@@ -215,7 +133,7 @@ def dpsgd_epsilon(
         ]
         shape = check_broadcastable(q=arrays[0], sigma=arrays[1], steps=arrays[2], delta=arrays[3])
         key = tuple(float(a) for a in np.unique(check_orders(rdp.DEFAULT_ORDERS if orders is None else orders)))
-        kernel = rdp._dpsgd_epsilon_refined_jit if refine else rdp._dpsgd_epsilon_jit
+        kernel = rdp.dpsgd_epsilon_refined_jit if refine else rdp.dpsgd_epsilon_jit
         if all(is_concrete(a) for a in arrays):
             # shared scalars stay scalars (expanded per chunk): a 10⁷ sweep holds only what varies
             flat = [np.asarray(a).reshape(-1) if np.size(a) == 1 else np.asarray(jnp.broadcast_to(a, shape)).reshape(-1)
@@ -229,7 +147,7 @@ def dpsgd_epsilon(
             )
             eps, order = eps.reshape(shape), order.reshape(shape)
         else:
-            flat_kernel = rdp._dpsgd_epsilon_refined if refine else rdp._dpsgd_epsilon_flat
+            flat_kernel = rdp.dpsgd_epsilon_refined_kernel if refine else rdp.dpsgd_epsilon_kernel
             eps, order = flat_kernel(*(jnp.broadcast_to(a, shape).reshape(-1) for a in arrays), key)
             eps, order = eps.reshape(shape), order.reshape(shape)
         return as_output((eps, order)) if return_order else as_output(eps)

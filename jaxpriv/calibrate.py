@@ -27,7 +27,7 @@ __all__ = ["noise_multiplier", "sampling_rate", "steps", "solve_monotone"]
 _XTOL = 1e-10  # bracket width in log-parameter space (relative width in the parameter)
 _MAX_EXPANSIONS = 60
 _MAX_ITERATIONS = 200
-_MARGIN = 1e-12  # relative headroom on the safe side of a calibrated parameter
+MARGIN = 1e-12  # relative headroom on the safe side of a calibrated parameter
 
 
 def solve_monotone(safe_gap, start, step: float = math.log(8.0), *, bracket=None, xtol: float = _XTOL,
@@ -94,7 +94,7 @@ def solve_monotone(safe_gap, start, step: float = math.log(8.0), *, bracket=None
     return hi, jnp.isfinite(hi)
 
 
-def _orders_key(orders) -> tuple:
+def orders_key(orders) -> tuple:
     """Validated orders, sorted and de-duplicated (the order of a grid never matters), as a jit key."""
     return tuple(float(a) for a in np.unique(check_orders(rdp.DEFAULT_ORDERS if orders is None else orders)))
 
@@ -105,7 +105,7 @@ def _orders_key(orders) -> tuple:
 
 
 def _eps(q, sigma, steps, delta, orders_key):
-    return rdp._dpsgd_epsilon_flat(q, sigma, steps, delta, orders_key)[0]
+    return rdp.dpsgd_epsilon_kernel(q, sigma, steps, delta, orders_key)[0]
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(4,))
@@ -117,7 +117,7 @@ def _sigma_core(target, q, steps, delta, orders_key):
 
     log_sigma, found = solve_monotone(gap, jnp.zeros_like(target))
     # 1e-12 of headroom: a separately compiled ε evaluation may differ from the solver's by an ulp.
-    return jnp.where(found, jnp.exp(log_sigma + _MARGIN), jnp.inf)
+    return jnp.where(found, jnp.exp(log_sigma + MARGIN), jnp.inf)
 
 
 @_sigma_core.defjvp
@@ -147,7 +147,7 @@ def _validated(**named):
     return shape, [jnp.broadcast_to(a, shape) for a in arrays.values()]
 
 
-def _run(kernel, shape, arrays, chunk_size, progress, what):
+def run_batched(kernel, shape, arrays, chunk_size, progress, what):
     """Concrete inputs: chunked and sharded; traced inputs (inside jit/grad): direct."""
     if all(is_concrete(a) for a in arrays):
         flat = [np.asarray(a, dtype=np.float64).reshape(-1) for a in arrays]
@@ -201,8 +201,8 @@ def noise_multiplier(target_epsilon, q, steps, delta, *, orders=None, chunk_size
             steps=(steps, 1.0, np.inf, False, False),
             delta=(delta, 0.0, 1.0, True, True),
         )
-        key = _orders_key(orders)
-        sigma = _run(lambda *xs: _sigma_jit(*xs, key), shape, arrays, chunk_size, progress, "calibrating σ")
+        key = orders_key(orders)
+        sigma = run_batched(lambda *xs: _sigma_jit(*xs, key), shape, arrays, chunk_size, progress, "calibrating σ")
         _warn_unattainable(sigma, "σ")
         return sigma
 
@@ -213,7 +213,7 @@ def noise_multiplier(target_epsilon, q, steps, delta, *, orders=None, chunk_size
 
 
 def _eps_two_stage(q, sigma, steps, client_rate, rounds, delta, orders_key):
-    return rdp._two_stage_epsilon_flat(q, sigma, steps, client_rate, rounds, delta, orders_key)[0]
+    return rdp.two_stage_epsilon_kernel(q, sigma, steps, client_rate, rounds, delta, orders_key)[0]
 
 
 def _eps_for_rate(q, sigma, steps, client_rate, rounds, delta, orders_key, two_stage):
@@ -233,7 +233,7 @@ def _rate_core(target, sigma, steps, client_rate, rounds, delta, orders_key, two
         return jnp.log(eps(q, sigma, steps, client_rate, rounds, delta)) - log_target
 
     neg_log_q, found = solve_monotone(gap, jnp.full(target.shape, math.log(100.0)), step=math.log(10.0))
-    q = jnp.where(found, jnp.minimum(jnp.exp(-neg_log_q - _MARGIN), 1.0), 0.0)
+    q = jnp.where(found, jnp.minimum(jnp.exp(-neg_log_q - MARGIN), 1.0), 0.0)
     return jnp.where(full <= target, 1.0, q)
 
 
@@ -334,7 +334,7 @@ def sampling_rate(target_epsilon, sigma, steps, delta, *, rounds=None, client_ra
             rounds=(1.0 if rounds is None else rounds, 1.0, np.inf, False, False),
             delta=(delta, 0.0, 1.0, True, True),
         )
-        key = _orders_key(orders)
+        key = orders_key(orders)
         shared = (sigma, steps, delta, client_rate, rounds)  # already validated above; None = the default 1
         if all(is_concrete(a) for a in arrays) and all(np.ndim(x) == 0 for x in shared if x is not None):
             targets = np.asarray(arrays[0]).reshape(-1)
@@ -345,10 +345,10 @@ def sampling_rate(target_epsilon, sigma, steps, delta, *, rounds=None, client_ra
                 q = _rate_table(distinct, params, key, two_stage, table_rtol, chunk_size, progress)
             if q is None:  # equal budgets share one solve
                 shared = [jnp.full(distinct.shape, p) for p in params]
-                q = np.asarray(_run(lambda *xs: _rate_jit(*xs, key, two_stage), distinct.shape,
+                q = np.asarray(run_batched(lambda *xs: _rate_jit(*xs, key, two_stage), distinct.shape,
                                     [jnp.asarray(distinct), *shared], chunk_size, progress, "calibrating q"))
             return as_output(jnp.asarray(q[inverse].reshape(shape)))
-        return _run(lambda *xs: _rate_jit(*xs, key, two_stage), shape, arrays, chunk_size, progress,
+        return run_batched(lambda *xs: _rate_jit(*xs, key, two_stage), shape, arrays, chunk_size, progress,
                     "calibrating q")
 
 
@@ -361,7 +361,7 @@ def _steps_kernel(target, q, sigma, delta, orders_key):
     """Largest integer T with ε(T) ≤ target. The RDP of T steps is T·ρ₁(α), so each order gives its own
     largest T in closed form; the best order wins, and a final check absorbs rounding."""
     orders = np.asarray(orders_key)
-    rho1 = rdp._subsampled_gaussian_kernel(q, sigma, orders_key)  # (B, K)
+    rho1 = rdp.subsampled_gaussian_kernel(q, sigma, orders_key)  # (B, K)
     log_delta = jnp.log(delta)[:, None]
     offset = jnp.log1p(-1.0 / orders) - (log_delta + jnp.log(orders)) / (orders - 1.0)
     per_order = jnp.floor((target[:, None] - offset) / rho1)
@@ -371,9 +371,9 @@ def _steps_kernel(target, q, sigma, delta, orders_key):
     best = jnp.max(jnp.maximum(per_order, per_order_tv), axis=-1)
     best = jnp.clip(best, 0.0, 1e18)
     for _ in range(3):  # rounding guard: step down (by ≥ 1 ulp of T) while the exact check fails
-        eps = rdp._to_epsilon(rho1 * best[:, None], orders, delta)[0]
+        eps = rdp.to_epsilon_kernel(rho1 * best[:, None], orders, delta)[0]
         best = jnp.where(eps > target, best - jnp.maximum(1.0, jnp.spacing(best)), best)
-    eps = rdp._to_epsilon(rho1 * best[:, None], orders, delta)[0]
+    eps = rdp.to_epsilon_kernel(rho1 * best[:, None], orders, delta)[0]
     return jnp.where(eps > target, 0.0, jnp.maximum(best, 0.0))  # never return an overspending T
 
 
@@ -407,8 +407,8 @@ def steps(target_epsilon, q, sigma, delta, *, orders=None, chunk_size=None, prog
             sigma=(sigma, 0.0, np.inf, True, False),
             delta=(delta, 0.0, 1.0, True, True),
         )
-        key = _orders_key(orders)
-        return _run(lambda *xs: _steps_jit(*xs, key), shape, arrays, chunk_size, progress, "calibrating T")
+        key = orders_key(orders)
+        return run_batched(lambda *xs: _steps_jit(*xs, key), shape, arrays, chunk_size, progress, "calibrating T")
 
 
 # --------------------------------------------------------------------------------------------------

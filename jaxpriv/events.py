@@ -184,7 +184,7 @@ EVENT_TYPES = (Gaussian, Laplace, Staircase, RandomizedResponse, PoissonSampled,
 
 # (field, display name, lo, hi, lo_open, hi_open, integer) for every numeric field: one table of ranges.
 _RANGES: dict[type, tuple] = {
-    Gaussian: (("noise_multiplier", "noise_multiplier σ", 0.0, np.inf, True, False, False),),
+    Gaussian: (("noise_multiplier", "noise_multiplier sigma", 0.0, np.inf, True, False, False),),
     Laplace: (("scale", "scale b", 0.0, np.inf, True, False, False),),
     Staircase: (("epsilon", "Staircase epsilon", 0.0, np.inf, True, False, False),
                 ("gamma", "Staircase gamma", 0.0, 1.0, False, False, False)),

@@ -122,7 +122,7 @@ def _expm1_minus_identity(y):
     return jnp.where(small, series * ys * ys, jnp.expm1(yl) - yl)
 
 
-def _laplace_rdp(b, orders):
+def laplace_kernel(b, orders):
     # ρ(α) = log( α/(2α−1) e^{(α−1)/b} + (α−1)/(2α−1) e^{−α/b} ) / (α−1), with x = α−1:
     # * x/b < 1: the argument of the log is 1 + m, m = [(1+x) E(x/b) + x E(−(1+x)/b)] / (1+2x) with
     #   E(y) = e^y − 1 − y (the linear parts of the two exponentials cancel exactly), a sum of non-negative
@@ -161,7 +161,7 @@ def laplace(b, orders):
     with float64():
         b = check_array("b", b, 0.0, np.inf, lo_open=True)
         orders = jnp.asarray(check_orders(orders))
-        return as_output(_laplace_rdp(b[..., None], orders))
+        return as_output(laplace_kernel(b[..., None], orders))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -448,7 +448,7 @@ _CPU_BLOCK = 128
 
 
 @functools.partial(jax.jit, static_argnames=("orders_key",))
-def _subsampled_gaussian_kernel(q, sigma, orders_key: tuple):
+def subsampled_gaussian_kernel(q, sigma, orders_key: tuple):
     """ρ(α) of the Poisson-subsampled Gaussian; q, σ of shape (N,) and static orders → (N, K)."""
     n = q.shape[0]
     if jax.default_backend() != "cpu" or n <= _CPU_BLOCK:
@@ -493,7 +493,7 @@ def _subsampled_gaussian(q, sigma, orders: np.ndarray):
     shape = jnp.broadcast_shapes(jnp.shape(q), jnp.shape(sigma))
     q = jnp.broadcast_to(q, shape).reshape(-1)
     sigma = jnp.broadcast_to(sigma, shape).reshape(-1)
-    rho = _subsampled_gaussian_kernel(q, sigma, tuple(float(a) for a in orders))
+    rho = subsampled_gaussian_kernel(q, sigma, tuple(float(a) for a in orders))
     return rho.reshape(shape + (orders.size,))
 
 
@@ -573,7 +573,7 @@ def _epsilon_per_order(rdp, orders, log_delta, conversion: str):
     return jnp.where(jnp.isnan(eps), jnp.inf, eps)
 
 
-def _to_epsilon(rdp, orders, delta, conversion="improved"):
+def to_epsilon_kernel(rdp, orders, delta, conversion="improved"):
     """Unvalidated kernel: (ε, best order) with rdp (..., K), delta broadcastable to rdp[..., 0]."""
     orders = jnp.asarray(orders)
     log_delta = jnp.log(delta)[..., None]
@@ -650,7 +650,7 @@ def to_epsilon(rdp, orders, delta, conversion: str = "improved"):
         rdp, orders = _check_curve(rdp, orders)
         delta = check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True)
         check_broadcastable(rdp=rdp[..., 0], delta=delta)
-        return as_output(_to_epsilon(rdp, orders, delta, conversion))
+        return as_output(to_epsilon_kernel(rdp, orders, delta, conversion))
 
 
 def to_delta(rdp, orders, epsilon):
@@ -687,14 +687,14 @@ def to_delta(rdp, orders, epsilon):
 # ----------------------------------------------------------------------------------------------------
 
 
-def _dpsgd_epsilon_flat(q, sigma, steps, delta, orders_key: tuple, conversion: str = "improved"):
+def dpsgd_epsilon_kernel(q, sigma, steps, delta, orders_key: tuple, conversion: str = "improved"):
     """(ε, best order) of T-fold Poisson-subsampled Gaussian; flat (B,) float64 arrays, no validation."""
     orders = np.asarray(orders_key)
-    curve = _subsampled_gaussian_kernel(q, sigma, orders_key) * steps[:, None]
-    return _to_epsilon(curve, orders, delta, conversion)
+    curve = subsampled_gaussian_kernel(q, sigma, orders_key) * steps[:, None]
+    return to_epsilon_kernel(curve, orders, delta, conversion)
 
 
-_dpsgd_epsilon_jit = jax.jit(_dpsgd_epsilon_flat, static_argnames=("orders_key", "conversion"))
+dpsgd_epsilon_jit = jax.jit(dpsgd_epsilon_kernel, static_argnames=("orders_key", "conversion"))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -732,17 +732,17 @@ def client_sampled(curve, client_rate, orders):
         return as_output(_client_sampled(curve, jnp.asarray(client_rate)[..., None], orders))
 
 
-def _two_stage_curve_flat(q, sigma, steps, client_rate, rounds, orders_key: tuple):
+def two_stage_curve_kernel(q, sigma, steps, client_rate, rounds, orders_key: tuple):
     """ρ_FL(α) = T·log(1 − λ + λ e^{(α−1)τρ(α)})/(α−1) for flat (B,) float64 inputs → (B, K)."""
     orders = np.asarray(orders_key)
-    local = _subsampled_gaussian_kernel(q, sigma, orders_key) * steps[:, None]
+    local = subsampled_gaussian_kernel(q, sigma, orders_key) * steps[:, None]
     return rounds[:, None] * _client_sampled(local, client_rate[:, None], orders)
 
 
-def _two_stage_epsilon_flat(q, sigma, steps, client_rate, rounds, delta, orders_key: tuple):
+def two_stage_epsilon_kernel(q, sigma, steps, client_rate, rounds, delta, orders_key: tuple):
     """(ε, best order) of rPDP-FL two-stage sampling; flat (B,) float64 arrays, no validation."""
-    curve = _two_stage_curve_flat(q, sigma, steps, client_rate, rounds, orders_key)
-    return _to_epsilon(curve, np.asarray(orders_key), delta)
+    curve = two_stage_curve_kernel(q, sigma, steps, client_rate, rounds, orders_key)
+    return to_epsilon_kernel(curve, np.asarray(orders_key), delta)
 
 
 def two_stage(q, sigma, steps, client_rate, rounds, orders):
@@ -793,7 +793,7 @@ def two_stage(q, sigma, steps, client_rate, rounds, orders):
         orders = check_orders(orders)
         shape = check_broadcastable(**args)
         flat = [jnp.broadcast_to(a, shape).reshape(-1) for a in args.values()]
-        curve = _two_stage_curve_flat(*flat, tuple(float(a) for a in orders))
+        curve = two_stage_curve_kernel(*flat, tuple(float(a) for a in orders))
         return as_output(curve.reshape(shape + (orders.size,)))
 
 #: Continuous refinement searches orders up to this value (the series length is fixed at trace time).
@@ -816,11 +816,11 @@ def _subsampled_gaussian_at(q, sigma, alpha):
     return jnp.where(q <= 0.0, 0.0, rho)
 
 
-def _dpsgd_epsilon_refined(q, sigma, steps, delta, orders_key: tuple, iterations: int = 48):
+def dpsgd_epsilon_refined_kernel(q, sigma, steps, delta, orders_key: tuple, iterations: int = 48):
     """Grid ε, then a golden-section search for the best real order between the grid neighbours of the
     best grid order (ε(α) is quasi-convex in α, SPEC §1.8). Never worse than the grid: the smaller wins."""
     orders = np.asarray(orders_key)
-    eps_grid, best = _dpsgd_epsilon_flat(q, sigma, steps, delta, orders_key)
+    eps_grid, best = dpsgd_epsilon_kernel(q, sigma, steps, delta, orders_key)
     position = jnp.searchsorted(jnp.asarray(orders), best)
     lo = jnp.asarray(np.concatenate([[max(1.0 + 1e-6, orders[0] / 2 + 0.5)], orders]))[position]
     hi = jnp.asarray(np.concatenate([orders[1:], [orders[-1]]]))[position]
@@ -852,7 +852,7 @@ def _dpsgd_epsilon_refined(q, sigma, steps, delta, orders_key: tuple, iterations
     return jnp.where(use, eps_ref, eps_grid), jnp.where(use, alpha, best)
 
 
-_dpsgd_epsilon_refined_jit = jax.jit(_dpsgd_epsilon_refined, static_argnames=("orders_key", "iterations"))
+dpsgd_epsilon_refined_jit = jax.jit(dpsgd_epsilon_refined_kernel, static_argnames=("orders_key", "iterations"))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -931,7 +931,7 @@ def _mix_columns(x, weights: np.ndarray):
 
 
 @functools.partial(jax.jit, static_argnames=("orders_key",))
-def _subsampled_kernel(q, base_int, base_at, orders_key: tuple):
+def subsampled_kernel(q, base_int, base_at, orders_key: tuple):
     """Flat (N,) configurations, in blocks of 128 on CPU (the binomial tables of large orders are big)."""
     n = q.shape[0]
     if jax.default_backend() != "cpu" or n <= _CPU_BLOCK:
@@ -956,7 +956,7 @@ def _subsampled(q, base_int, base_at, orders: np.ndarray):
         base_at = jnp.broadcast_to(base_at, shape + (orders.size,)).reshape(-1, orders.size)
     flat_q = jnp.broadcast_to(q, shape).reshape(-1)
     base_int = jnp.broadcast_to(base_int, shape + base_int.shape[-1:]).reshape(-1, base_int.shape[-1])
-    rho = _subsampled_kernel(flat_q, base_int, base_at, tuple(float(a) for a in orders))
+    rho = subsampled_kernel(flat_q, base_int, base_at, tuple(float(a) for a in orders))
     return rho.reshape(shape + (orders.size,))
 
 

@@ -44,7 +44,7 @@ _EPS_CHUNK = 4096
 @functools.partial(jax.jit, static_argnums=(4,))
 def _round_curve_kernel(q, sigma, steps, client_rate, orders_key):
     """One round's RDP curve per record rate: ρ^{τ,λ} = log(1 − λ + λ e^{(α−1)τρ_PoiSG})/(α−1)."""
-    return (rdp._two_stage_curve_flat(q, sigma, steps, client_rate, jnp.ones_like(q), orders_key),)
+    return (rdp.two_stage_curve_kernel(q, sigma, steps, client_rate, jnp.ones_like(q), orders_key),)
 
 
 def _round_curves(q, sigma, steps, client_rate, orders_key) -> np.ndarray:
@@ -58,7 +58,7 @@ def _round_curves(q, sigma, steps, client_rate, orders_key) -> np.ndarray:
 
 @functools.partial(jax.jit, static_argnums=(3, 4))
 def _epsilon_kernel(rows, counts, delta, orders_key, conversion):
-    return rdp._to_epsilon(counts[:, None] * rows, np.asarray(orders_key), delta, conversion)[0]
+    return rdp.to_epsilon_kernel(counts[:, None] * rows, np.asarray(orders_key), delta, conversion)[0]
 
 
 def _epsilon(rows, counts, delta, orders_key, conversion="improved") -> np.ndarray:
@@ -178,7 +178,7 @@ class BudgetAccountant:
         elif accounting == "realised":
             raise ValueError("clients (each record's client id) is required with accounting='realised'")
         self._clients = clients
-        self._key = calibrate._orders_key(orders)
+        self._key = calibrate.orders_key(orders)
         self.orders = np.asarray(self._key)
         self._q = q
         self._distinct_q, self._group = np.unique(q, return_inverse=True)
@@ -346,7 +346,7 @@ def scf_fit(sigma, steps, delta, *, rounds=None, client_rate=None, q_grid=None, 
     grid = np.unique(np.append(grid, 1.0))
     if grid.size < 4:
         raise ValueError(f"q_grid must hold at least 3 distinct rates below 1 to fit 3 parameters, got {grid.size - 1}")
-    key = calibrate._orders_key(orders)
+    key = calibrate.orders_key(orders)
     curves = _round_curves(grid, sigma, steps, lam, key)
     eps = _epsilon(curves, np.full(grid.size, rounds), delta, key, conversion)
     # Starting point: the straight line through log ε (the model with c = 0).

@@ -57,18 +57,18 @@ def _step_curve(mechanism: str, scale, q, dimension, orders_key: tuple):
     """RDP curve of one round: (B,) scale, q and dimension → (B, K)."""
     orders = np.asarray(orders_key)
     if mechanism == "gaussian":
-        return rdp._subsampled_gaussian_kernel(q, scale, orders_key)
+        return rdp.subsampled_gaussian_kernel(q, scale, orders_key)
     if mechanism == "laplace":
-        base = lambda a: rdp._laplace_rdp(scale[:, None], a)
+        base = lambda a: rdp.laplace_kernel(scale[:, None], a)
     else:
         base = lambda a: _staircase_curve(scale, dimension, a)
     integers = np.arange(2.0, max(2, math.ceil(orders.max())) + 1.0)
-    return rdp._subsampled_kernel(q, base(integers), base(orders), orders_key)
+    return rdp.subsampled_kernel(q, base(integers), base(orders), orders_key)
 
 
 def _epsilon(mechanism: str, scale, q, rounds, delta, dimension, orders_key: tuple):
     rho = _step_curve(mechanism, scale, q, dimension, orders_key) * rounds[:, None]
-    return rdp._to_epsilon(rho, np.asarray(orders_key), delta)[0]
+    return rdp.to_epsilon_kernel(rho, np.asarray(orders_key), delta)[0]
 
 
 @functools.partial(jax.jit, static_argnums=(0, 6))
@@ -82,7 +82,7 @@ def _solve(mechanism: str, target, q, rounds, delta, dimension, orders_key: tupl
         return jnp.where(jnp.isnan(g), jnp.inf, g)  # a NaN is never taken for the safe side
 
     x, found = calibrate.solve_monotone(gap, jnp.zeros_like(target))
-    scale = jnp.exp(sign * (x + calibrate._MARGIN))
+    scale = jnp.exp(sign * (x + calibrate.MARGIN))
     # the ε reported is evaluated at the returned scale itself (after the margin), not taken from the loop
     eps = _epsilon(mechanism, jnp.where(found, scale, 1.0), q, rounds, delta, dimension, orders_key)
     return jnp.stack([jnp.where(found, scale, jnp.inf if sign > 0 else 0.0), jnp.where(found, eps, jnp.nan)], -1)
@@ -143,7 +143,7 @@ def harmonize(mechanisms, epsilon, delta, q=1.0, rounds=1, orders=None, *, dimen
         shape = check_broadcastable(mechanisms=np.empty(names.shape), **arrays)
         flat = {k: np.broadcast_to(np.asarray(v), shape).reshape(-1) for k, v in arrays.items()}
         flat_names = np.broadcast_to(names, shape).reshape(-1)
-        key = calibrate._orders_key(orders)
+        key = calibrate.orders_key(orders)
         scale = np.empty(flat_names.size)
         achieved = np.empty(flat_names.size)
         for mechanism in MECHANISMS:
@@ -151,7 +151,7 @@ def harmonize(mechanisms, epsilon, delta, q=1.0, rounds=1, orders=None, *, dimen
             if idx.size == 0:
                 continue
             inputs = [flat[k][idx] for k in ("epsilon", "q", "rounds", "delta", "dimension")]
-            solved = calibrate._run(
+            solved = calibrate.run_batched(
                 lambda *xs, m=mechanism: _solve(m, *xs, key), (idx.size, 2), inputs, chunk_size, progress,
                 f"harmonizing {mechanism}",
             )

@@ -1,0 +1,541 @@
+"""Tests for the PLD accountant (jaxpriv.accounting, SPEC §7) against independent oracles.
+
+* closed forms: T Gaussian steps are one Gaussian with σ/√T (the GDP formula, computed here with scipy);
+  one Laplace step; randomized response and Laplace composed k times (exact enumeration of the k-fold
+  product pair, and δ(kε₀) = 0 for a pure-ε mechanism);
+* Poisson subsampling (both neighbouring directions, the larger δ): one step of the subsampled Gaussian
+  in closed form (checked against scipy quadrature), two and three steps by nested quadrature of
+  δ_T(ε) = E_{x∼P}[δ_{T−1}(ε − L(x))], the subsampled Laplace by quadrature;
+* dp_accounting 0.6 on DP-SGD settings: our certified upper end is no worse than its pessimistic PLD
+  (×1.005) and no better than its optimistic one;
+* the RDP path of the same interface equals jaxpriv.dpsgd_epsilon; "best" is the smaller of the two;
+* corner settings give finite, nonnegative results.
+
+Every check of an interval is lower ≤ exact ≤ upper, plus a bound on the width where the accountant
+promises one.
+"""
+
+import math
+
+import dp_accounting
+import jax
+import mpmath as mp
+import numpy as np
+import pytest
+from dp_accounting.pld import privacy_loss_distribution as dp_pld
+from scipy import integrate, optimize, special, stats
+
+import jaxpriv
+from jaxpriv import accounting
+from jaxpriv import events as ev
+
+
+@pytest.fixture(autouse=True)
+def x64_stays_off():
+    assert not jax.config.jax_enable_x64
+    yield
+    assert not jax.config.jax_enable_x64
+
+
+def dpsgd(q, sigma, steps):
+    return ev.SelfComposed(ev.PoissonSampled(q, ev.Gaussian(sigma)), steps)
+
+
+# --------------------------------------------------------------------------------------------------
+# Oracles (numpy / scipy / mpmath only; nothing from jaxpriv)
+# --------------------------------------------------------------------------------------------------
+
+
+def gaussian_delta(mu, eps):
+    """Exact δ(ε) of μ-GDP (a Gaussian pair with μ = Δ/σ): Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2), in mpmath."""
+    with mp.workdps(50):
+        mu, eps = mp.mpf(mu), mp.mpf(eps)
+        return float(mp.ncdf(-eps / mu + mu / 2) - mp.exp(eps) * mp.ncdf(-eps / mu - mu / 2))
+
+
+def gaussian_epsilon(mu, delta):
+    """Root of gaussian_delta(μ, ε) = δ (δ(ε) is decreasing), to 1e-14 relative."""
+    hi = mu * mu / 2 + mu * 12
+    return optimize.brentq(lambda e: gaussian_delta(mu, e) - delta, 0.0, hi, xtol=1e-300, rtol=1e-14)
+
+
+def sub_gaussian_delta1(q, s, t, direction):
+    """δ_1(t) = E_P[(1 − e^{t − L})₊] of one Poisson-subsampled Gaussian step, for any real t (float64).
+
+    remove: P = qN(1, s²) + (1−q)N(0, s²), Q = N(0, s²); the loss is increasing in x and exceeds t
+    beyond x* = s² log((e^t − 1 + q)/q) + ½ (everywhere when e^t ≤ 1 − q).
+    add: the swapped pair; its loss exceeds t below x** = s² log((e^{−t} − 1 + q)/q) + ½ (nowhere when
+    e^{−t} ≤ 1 − q).
+    """
+    if direction == "remove":
+        a = math.expm1(t) + q
+        if a <= 0:
+            return -math.expm1(t)
+        x = s * s * math.log(a / q) + 0.5
+        # q Φ̄((x−1)/s) + (1−q) Φ̄(x/s) − e^t Φ̄(x/s) = q Φ̄((x−1)/s) − a Φ̄(x/s)
+        return max(q * special.ndtr((1 - x) / s) - a * special.ndtr(-x / s), 0.0)
+    a = math.expm1(-t) + q
+    if a <= 0:
+        return 0.0
+    x = s * s * math.log(a / q) + 0.5
+    # Φ(x/s) − e^t [q Φ((x−1)/s) + (1−q) Φ(x/s)] = e^t [a Φ(x/s) − q Φ((x−1)/s)]
+    return max(math.exp(t) * (a * special.ndtr(x / s) - q * special.ndtr((x - 1) / s)), 0.0)
+
+
+def sub_gaussian_loss(q, s, x, direction):
+    g = math.log1p(q * math.expm1((2 * x - 1) / (2 * s * s)))
+    return g if direction == "remove" else -g
+
+
+def sub_gaussian_delta(q, s, T, eps, direction):
+    """δ_T(ε) = E_{x∼P}[δ_{T−1}(ε − L(x))] by nested adaptive quadrature (T ≤ 3)."""
+    if T == 1:
+        return sub_gaussian_delta1(q, s, eps, direction)
+
+    def inner(z, centre):
+        x = centre + s * z
+        return stats.norm.pdf(z) * sub_gaussian_delta(q, s, T - 1, eps - sub_gaussian_loss(q, s, x, direction),
+                                                      direction)
+
+    opts = dict(limit=400, epsabs=1e-15, epsrel=1e-11)
+    at0 = integrate.quad(inner, -14, 14, args=(0.0,), **opts)[0]
+    if direction == "add":
+        return at0  # P = N(0, s²)
+    at1 = integrate.quad(inner, -14, 14, args=(1.0,), **opts)[0]
+    return q * at1 + (1 - q) * at0
+
+
+def laplace_sub_delta(q, b, eps, direction):
+    """δ(ε) of one Poisson-subsampled Laplace step: ∫ (P − e^ε Q)₊ by pieces (constant loss on x ≤ 0 and
+    x ≥ 1, a monotone loss between, integrated by quadrature beyond the crossing)."""
+    lap = lambda x, m: math.exp(-abs(x - m) / b) / (2 * b)  # noqa: E731
+    mix = lambda x: q * lap(x, 1.0) + (1 - q) * lap(x, 0.0)  # noqa: E731
+    base = lambda x: lap(x, 0.0)  # noqa: E731
+    # masses of the three pieces (x ≤ 0, x ≥ 1) under Lap(1, b) and Lap(0, b)
+    m1_left, m0_left = 0.5 * math.exp(-1 / b), 0.5
+    m1_right, m0_right = 0.5, 0.5 * math.exp(-1 / b)
+    mix_left, mix_right = q * m1_left + (1 - q) * m0_left, q * m1_right + (1 - q) * m0_right
+    if direction == "remove":
+        P, Q, pl, ql, pr, qr = mix, base, mix_left, m0_left, mix_right, m0_right
+    else:
+        P, Q, pl, ql, pr, qr = base, mix, m0_left, mix_left, m0_right, mix_right
+    ee = math.exp(eps)
+    total = max(pl - ee * ql, 0.0) + max(pr - ee * qr, 0.0)
+    f = lambda x: P(x) - ee * Q(x)  # noqa: E731  monotone sign change on (0, 1)
+    lo, hi = 0.0, 1.0
+    if f(lo) * f(hi) < 0:
+        root = optimize.brentq(f, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps)
+        lo, hi = (root, hi) if f(hi) > 0 else (lo, root)
+    elif f(0.5) <= 0:
+        return total
+    total += integrate.quad(f, lo, hi, epsabs=1e-15, epsrel=1e-13)[0]
+    return total
+
+
+def finite_pair_delta(losses, masses, eps):
+    """δ(ε) = Σ P(ℓ)(1 − e^{ε − ℓ})₊ of a finite PLD."""
+    losses, masses = np.asarray(losses), np.asarray(masses)
+    return float(np.sum(masses * np.maximum(-np.expm1(eps - losses), 0.0)))
+
+
+def rr_composed(eps0, k, count):
+    """Exact PLD of ``count``-fold k-ary randomized response: losses j·ε₀ (j = −count…count) with the
+    P-masses of the multinomial sum of {+ε₀: e^ε₀ c, −ε₀: c, 0: (k−2)c}, c = 1/(e^ε₀ + k − 1)."""
+    c = 1.0 / (math.exp(eps0) + k - 1)
+    step = np.array([c, (k - 2) * c, math.exp(eps0) * c])  # losses −ε₀, 0, +ε₀
+    pmf = np.array([1.0])
+    for _ in range(count):
+        pmf = np.convolve(pmf, step)
+    return eps0 * np.arange(-count, count + 1), pmf
+
+
+def rr_binary_delta(eps0, count, eps):
+    """The brief's closed form for binary RR: Σ_j C(k,j) p^j (1−p)^{k−j} (1 − e^{ε − (2j−k)ε₀})₊."""
+    p = math.exp(eps0) / (1 + math.exp(eps0))
+    j = np.arange(count + 1)
+    logw = special.gammaln(count + 1) - special.gammaln(j + 1) - special.gammaln(count - j + 1)
+    w = np.exp(logw + j * math.log(p) + (count - j) * math.log1p(-p))
+    return float(np.sum(w * np.maximum(-np.expm1(eps - (2 * j - count) * eps0), 0.0)))
+
+
+def test_oracles_self_consistent():
+    """The closed forms used below agree with direct quadrature of ∫ (P − e^ε Q)₊."""
+    for q, s in [(0.1, 1.0), (0.5, 0.7)]:
+        for direction in ("remove", "add"):
+            def integrand(x, eps):
+                P = q * stats.norm.pdf(x, 1, s) + (1 - q) * stats.norm.pdf(x, 0, s)
+                Q = stats.norm.pdf(x, 0, s)
+                if direction == "add":
+                    P, Q = Q, P
+                return max(P - math.exp(eps) * Q, 0.0)
+
+            for eps in (0.0, 0.05, 0.3):
+                quad = integrate.quad(integrand, -14 * s, 14 * s + 1, args=(eps,), limit=500, epsabs=1e-14,
+                                      epsrel=1e-12)[0]
+                assert sub_gaussian_delta1(q, s, eps, direction) == pytest.approx(quad, rel=1e-7, abs=1e-13)
+    # q = 1: the plain Gaussian; nested quadrature of two steps = one Gaussian with σ/√2
+    assert sub_gaussian_delta1(1.0, 1.3, 0.4, "remove") == pytest.approx(gaussian_delta(1 / 1.3, 0.4), rel=1e-12)
+    assert sub_gaussian_delta(1.0, 1.3, 2, 0.4, "remove") == pytest.approx(gaussian_delta(math.sqrt(2) / 1.3, 0.4),
+                                                                          rel=1e-9)
+    # Laplace at q = 1: 1 − e^{(ε − 1/b)/2}
+    assert laplace_sub_delta(1.0, 0.5, 0.6, "remove") == pytest.approx(-math.expm1((0.6 - 2.0) / 2), rel=1e-12)
+    # binary RR: the convolution equals the binomial closed form
+    losses, pmf = rr_composed(0.5, 2, 7)
+    for eps in (0.0, 1.0, 2.9):
+        assert finite_pair_delta(losses, pmf, eps) == pytest.approx(rr_binary_delta(0.5, 7, eps), rel=1e-12)
+
+
+# --------------------------------------------------------------------------------------------------
+# 1. Gaussian: T steps of σ = one step of σ/√T
+# --------------------------------------------------------------------------------------------------
+
+GAUSS = [  # (σ, T, δ, ε)
+    (2.0, 4, 1e-5, 0.5),
+    (10.0, 100, 1e-6, 1.0),
+    (0.8, 1, 1e-3, 2.0),
+    (5.0, 50, 1e-8, 3.0),
+    (30.0, 2000, 1e-5, 0.2),
+]
+
+
+@pytest.fixture(scope="module")
+def gauss_intervals():
+    sigma, T, delta, eps = (np.array(c) for c in zip(*GAUSS))
+    event = ev.SelfComposed(ev.Gaussian(sigma), T)
+    return accounting.epsilon_interval(event, delta), accounting.delta_interval(event, eps)
+
+
+@pytest.mark.parametrize("i", range(len(GAUSS)))
+def test_gaussian_epsilon_interval(gauss_intervals, i):
+    sigma, T, delta, _ = GAUSS[i]
+    mu = math.sqrt(T) / sigma
+    exact = gaussian_epsilon(mu, delta)
+    assert gaussian_delta(mu, exact) == pytest.approx(delta, rel=1e-12)
+    (lower, upper), _ = gauss_intervals
+    assert lower[i] <= exact <= upper[i]
+    assert upper[i] <= 1.01 * exact
+    assert upper[i] - lower[i] <= 0.01 * upper[i]
+
+
+@pytest.mark.parametrize("i", range(len(GAUSS)))
+def test_gaussian_delta_interval(gauss_intervals, i):
+    sigma, T, _, eps = GAUSS[i]
+    exact = gaussian_delta(math.sqrt(T) / sigma, eps)
+    _, (lower, upper) = gauss_intervals
+    assert lower[i] <= exact <= upper[i]
+    assert upper[i] <= 1.01 * exact
+
+
+def test_gaussian_point_queries_match_interval_upper_end(gauss_intervals):
+    sigma, T, delta, eps = (np.array(c) for c in zip(*GAUSS))
+    event = ev.SelfComposed(ev.Gaussian(sigma), T)
+    (lo_e, up_e), (lo_d, up_d) = gauss_intervals
+    e_pld = accounting.epsilon(event, delta, accountant="pld")
+    d_pld = accounting.delta(event, eps, accountant="pld")
+    exact_e = np.array([gaussian_epsilon(math.sqrt(t) / s, d) for s, t, d, _ in GAUSS])
+    exact_d = np.array([gaussian_delta(math.sqrt(t) / s, e) for s, t, _, e in GAUSS])
+    assert e_pld.shape == d_pld.shape == (len(GAUSS),)
+    assert (exact_e <= e_pld).all() and (e_pld <= 1.01 * exact_e).all()
+    assert (exact_d <= d_pld).all() and (d_pld <= 1.01 * exact_d).all()
+    # the point query skips the finer-grid refinement, so it is no tighter than the interval's upper end
+    assert (e_pld >= up_e * (1 - 1e-12)).all() and (d_pld >= up_d * (1 - 1e-12)).all()
+
+
+def test_gaussian_composed_heterogeneous():
+    """Composed((G(σ1)×T1, G(σ2)×T2)) is one Gaussian with 1/σ² = T1/σ1² + T2/σ2²."""
+    event = ev.Composed((ev.SelfComposed(ev.Gaussian(3.0), 5), ev.Gaussian(1.5), ev.SelfComposed(ev.Gaussian(6.0), 20)))
+    mu = math.sqrt(5 / 9 + 1 / 1.5**2 + 20 / 36)
+    lower, upper = accounting.epsilon_interval(event, 1e-6)
+    exact = gaussian_epsilon(mu, 1e-6)
+    assert lower <= exact <= upper <= 1.01 * exact
+    dl, du = accounting.delta_interval(event, 1.0)
+    exact = gaussian_delta(mu, 1.0)
+    assert dl <= exact <= du <= 1.01 * exact
+
+
+# --------------------------------------------------------------------------------------------------
+# 2. Pure-ε mechanisms: randomized response and Laplace composed k times
+# --------------------------------------------------------------------------------------------------
+
+RR = [(0.5, 2, 10), (1.0, 2, 3), (0.3, 4, 20), (2.0, 3, 1)]  # (ε₀ — a multiple of the grid h, k, count)
+
+
+@pytest.mark.parametrize("eps0, k, count", RR)
+def test_randomized_response_composed(eps0, k, count):
+    event = ev.SelfComposed(ev.RandomizedResponse(eps0, k), count)
+    losses, pmf = rr_composed(eps0, k, count)
+    top = count * eps0
+    # δ(kε₀) = 0 and beyond: the pessimistic answer must be (numerically) zero there
+    d_top = accounting.delta(event, np.array([top, top + 0.1]), accountant="pld")
+    assert (d_top >= 0).all() and (d_top <= 1e-9).all(), d_top
+    eps_grid = np.array([0.0, 0.37 * top, 0.8 * top, top - 0.5 * eps0])
+    exact = np.array([finite_pair_delta(losses, pmf, e) for e in eps_grid])
+    if k == 2:
+        np.testing.assert_allclose(exact, [rr_binary_delta(eps0, count, e) for e in eps_grid], rtol=1e-12)
+    lower, upper = accounting.delta_interval(event, eps_grid)
+    assert (lower <= exact).all() and (exact <= upper).all(), (lower, exact, upper)
+    assert (upper <= exact * 1.01 + 1e-12).all(), (upper, exact)
+    # ε(δ) at δ just below each atom's step is bracketed too: δ(ε*) = target by monotone search on the exact PLD
+    targets = exact[exact > 1e-12] * 0.999
+    exact_eps = [optimize.brentq(lambda e, t=t: finite_pair_delta(losses, pmf, e) - t, 0.0, top, xtol=1e-14)
+                 for t in targets]
+    e_low, e_up = accounting.epsilon_interval(event, targets)
+    assert (e_low <= np.array(exact_eps) + 1e-12).all() and (np.array(exact_eps) <= e_up).all()
+
+
+def test_randomized_response_delta_zero_above_top_gives_zero_epsilon_gap():
+    """ε(δ) of a pure-ε mechanism is at most kε₀ for every δ > 0."""
+    event = ev.SelfComposed(ev.RandomizedResponse(0.5), 10)
+    e = accounting.epsilon(event, np.array([1e-12, 1e-8, 1e-3]), accountant="pld")
+    assert (e <= 5.0 + 1e-9).all(), e
+
+
+@pytest.mark.parametrize("b, count", [(0.5, 5), (1.0, 1), (2.0, 3)])
+def test_laplace_pure(b, count):
+    event = ev.SelfComposed(ev.Laplace(b), count)
+    top = count / b
+    d = accounting.delta(event, np.array([top, top + 0.5]), accountant="pld")
+    assert (d >= 0).all() and (d <= 1e-9).all(), d
+
+
+@pytest.mark.parametrize("b, eps", [(0.5, 0.0), (0.5, 1.0), (1.0, 0.3), (3.0, 0.1), (0.25, 3.9)])
+def test_laplace_single_step(b, eps):
+    exact = -math.expm1((eps - 1 / b) / 2)  # δ(ε) = 1 − e^{(ε − 1/b)/2}
+    lower, upper = accounting.delta_interval(ev.Laplace(b), eps)
+    assert lower <= exact <= upper <= 1.01 * exact
+
+
+# --------------------------------------------------------------------------------------------------
+# 3. Poisson subsampling: both directions, by quadrature
+# --------------------------------------------------------------------------------------------------
+
+SUB = [  # (q, σ, T, ε)
+    (0.1, 1.0, 1, 0.5),
+    (0.01, 0.5, 1, 0.2),
+    (0.5, 2.0, 1, 0.1),
+    (0.1, 1.0, 2, 0.5),
+    (0.3, 1.5, 2, 0.3),
+    (0.05, 0.8, 3, 0.4),
+    (0.2, 1.2, 3, 1.0),
+]
+
+
+def sub_exact(q, s, T, eps):
+    return max(sub_gaussian_delta(q, s, T, eps, "remove"), sub_gaussian_delta(q, s, T, eps, "add"))
+
+
+@pytest.fixture(scope="module")
+def sub_delta_intervals():
+    q, s, T, eps = (np.array(c) for c in zip(*SUB))
+    return accounting.delta_interval(dpsgd(q, s, T), eps)
+
+
+@pytest.mark.parametrize("i", range(len(SUB)))
+def test_subsampled_gaussian_delta_by_quadrature(sub_delta_intervals, i):
+    q, s, T, eps = SUB[i]
+    exact = sub_exact(q, s, T, eps)
+    lower, upper = sub_delta_intervals
+    assert lower[i] <= exact <= upper[i], (lower[i], exact, upper[i])
+    assert upper[i] <= 1.01 * exact
+
+
+@pytest.mark.parametrize("i", [0, 3, 5])
+def test_subsampled_gaussian_epsilon_by_quadrature(i):
+    """lower ≤ ε* ≤ upper ⇔ δ(lower) ≥ target ≥ δ(upper), δ(ε) being decreasing."""
+    q, s, T, _ = SUB[i]
+    target = 1e-4
+    lower, upper = accounting.epsilon_interval(dpsgd(q, s, T), target)
+    assert sub_exact(q, s, T, float(upper)) <= target
+    if lower > 0:
+        assert sub_exact(q, s, T, float(lower)) >= target
+    assert upper - lower <= 0.01 * upper
+
+
+def test_add_direction_matters():
+    """At q = 0.5, ε = 0.1 the two directions differ; the accountant reports the larger δ."""
+    q, s, eps = 0.5, 2.0, 0.1
+    rem, add = sub_gaussian_delta1(q, s, eps, "remove"), sub_gaussian_delta1(q, s, eps, "add")
+    assert abs(rem - add) > 0.01 * max(rem, add)
+    lower, upper = accounting.delta_interval(ev.PoissonSampled(q, ev.Gaussian(s)), eps)
+    assert lower <= max(rem, add) <= upper
+
+
+@pytest.mark.parametrize("q, b, eps", [(0.1, 1.0, 0.05), (0.1, 1.0, 0.3), (0.5, 0.5, 0.2), (0.02, 0.3, 0.01),
+                                       (0.3, 2.0, 0.0)])
+def test_subsampled_laplace_by_quadrature(q, b, eps):
+    rem, add = laplace_sub_delta(q, b, eps, "remove"), laplace_sub_delta(q, b, eps, "add")
+    exact = max(rem, add)
+    lower, upper = accounting.delta_interval(ev.PoissonSampled(q, ev.Laplace(b)), eps)
+    assert lower <= exact <= upper, (lower, rem, add, upper)
+    assert upper <= 1.01 * exact + 1e-12
+
+
+# --------------------------------------------------------------------------------------------------
+# 4. dp_accounting 0.6
+# --------------------------------------------------------------------------------------------------
+
+
+def dp_accounting_pessimistic(q, sigma, T, delta):
+    acc = dp_accounting.pld.PLDAccountant(dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
+                                          value_discretization_interval=1e-4)
+    acc.compose(dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), int(T)))
+    return acc.get_epsilon(delta)
+
+
+def dp_accounting_optimistic(q, sigma, T, delta):
+    pld = dp_pld.from_gaussian_mechanism(standard_deviation=sigma, sampling_prob=q, pessimistic_estimate=False,
+                                         use_connect_dots=False, value_discretization_interval=1e-4)
+    return pld.self_compose(int(T)).get_epsilon_for_delta(delta)
+
+
+def random_settings(n=6, seed=20240607):
+    rng = np.random.default_rng(seed)
+    q = np.exp(rng.uniform(np.log(1e-3), np.log(0.1), n))
+    sigma = rng.uniform(0.6, 3.0, n)
+    T = np.round(np.exp(rng.uniform(np.log(10), np.log(3000), n)))
+    return q, sigma, T
+
+
+def test_reference_event_against_dp_accounting():
+    q, sigma, T, delta = 0.01, 1.1, 10_000, 1e-5
+    lower, upper = accounting.epsilon_interval(dpsgd(q, sigma, T), delta)
+    pess = dp_accounting_pessimistic(q, sigma, T, delta)
+    opt = dp_accounting_optimistic(q, sigma, T, delta)
+    assert pess == pytest.approx(5.1926, abs=1e-4)  # SPEC §7.5
+    assert opt <= upper <= 1.005 * pess
+    assert lower <= upper and (upper - lower) <= 0.01 * upper
+    assert lower >= opt  # our lower end is certified and tighter than dp_accounting's rounded-down PLD
+    # the RDP value of SPEC §1.8 is looser, and the default accountant takes the PLD one
+    rdp = accounting.epsilon(dpsgd(q, sigma, T), delta, accountant="rdp")
+    assert rdp == pytest.approx(5.632010670, rel=1e-8)
+    assert accounting.epsilon(dpsgd(q, sigma, T), delta) == pytest.approx(float(upper), rel=1e-3)
+
+
+@pytest.fixture(scope="module")
+def random_dpsgd():
+    q, sigma, T = random_settings()
+    return q, sigma, T, accounting.epsilon(dpsgd(q, sigma, T), 1e-5, accountant="pld")
+
+
+@pytest.mark.parametrize("i", range(6))
+def test_random_dpsgd_against_dp_accounting(random_dpsgd, i):
+    q, sigma, T, ours = random_dpsgd
+    pess = dp_accounting_pessimistic(q[i], sigma[i], T[i], 1e-5)
+    opt = dp_accounting_optimistic(q[i], sigma[i], T[i], 1e-5)
+    assert opt <= ours[i] <= 1.005 * pess, (q[i], sigma[i], T[i], opt, ours[i], pess)
+
+
+def test_dp_accounting_event_input_same_result(random_dpsgd):
+    q, sigma, T, ours = random_dpsgd
+    i = 0
+    dp_event = dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(float(q[i]), dp_accounting.GaussianDpEvent(float(sigma[i]))), int(T[i]))
+    assert accounting.epsilon(dp_event, 1e-5, accountant="pld") == pytest.approx(ours[i], rel=1e-12)
+
+
+# --------------------------------------------------------------------------------------------------
+# 5. The RDP path of the same interface; "best"
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("q, sigma, T, delta", [(0.01, 1.1, 10_000, 1e-5), (0.1, 0.7, 50, 1e-6), (1.0, 5.0, 3, 1e-3),
+                                                (1e-4, 2.0, 100_000, 1e-8), (0.0, 1.0, 10, 1e-5)])
+def test_rdp_path_equals_dpsgd_epsilon(q, sigma, T, delta):
+    mine = accounting.epsilon(dpsgd(q, sigma, T), delta, accountant="rdp")
+    ref = jaxpriv.dpsgd_epsilon(q, sigma, T, delta)
+    assert mine.shape == () and mine.dtype == np.float64
+    np.testing.assert_allclose(mine, ref, rtol=1e-10, atol=0)
+    assert accounting.epsilon(dpsgd(q, sigma, T), delta, accountant=accounting.RDP()) == mine
+
+
+def test_rdp_batch_broadcasts():
+    q = np.array([[0.001], [0.01], [0.1]])
+    sigma = np.array([0.8, 1.1, 2.0, 4.0])
+    T, delta = 500, 1e-5
+    mine = accounting.epsilon(dpsgd(q, sigma, T), delta, accountant="rdp")
+    assert mine.shape == (3, 4)
+    np.testing.assert_allclose(mine, jaxpriv.dpsgd_epsilon(q, sigma, T, delta), rtol=1e-10, atol=0)
+    for i in range(3):
+        for j in range(4):
+            single = accounting.epsilon(dpsgd(float(q[i, 0]), float(sigma[j]), T), delta, accountant="rdp")
+            np.testing.assert_allclose(mine[i, j], single, rtol=1e-10, atol=0)
+    # δ broadcasts with the event's numbers
+    deltas = np.array([1e-5, 1e-6, 1e-7, 1e-8])
+    mine2 = accounting.epsilon(dpsgd(q, sigma, T), deltas, accountant="rdp")
+    np.testing.assert_allclose(mine2, jaxpriv.dpsgd_epsilon(q, sigma, T, deltas), rtol=1e-10, atol=0)
+    # RDP δ(ε) inverts ε(δ) on the safe side
+    d = accounting.delta(dpsgd(q, sigma, T), mine2, accountant="rdp")
+    assert d.shape == (3, 4)
+    assert (d <= deltas * (1 + 1e-6)).all()
+
+
+def test_best_is_min_of_both_on_a_batch():
+    q = np.array([[0.005], [0.02], [0.2]])
+    sigma = np.array([0.9, 1.3, 2.5, 6.0])
+    T = np.array([40, 200, 40, 10])
+    event = dpsgd(q, sigma, T)
+    rdp = accounting.epsilon(event, 1e-5, accountant="rdp")
+    pld = accounting.epsilon(event, 1e-5, accountant="pld")
+    best = accounting.epsilon(event, 1e-5)
+    assert rdp.shape == pld.shape == best.shape == (3, 4)
+    assert np.isfinite(best).all()
+    assert (best <= rdp).all() and (best <= pld).all()
+    np.testing.assert_array_equal(best, np.minimum(rdp, pld))
+    # PLD is the tighter one on these settings (SPEC §7: RDP is looser by a factor at small ε)
+    assert (pld < rdp).all()
+    # δ side
+    eps = np.array([0.5, 1.0, 2.0, 4.0])
+    drdp = accounting.delta(event, eps, accountant="rdp")
+    dpld = accounting.delta(event, eps, accountant="pld")
+    np.testing.assert_array_equal(accounting.delta(event, eps), np.minimum(drdp, dpld))
+
+
+def test_batched_pld_equals_single_settings():
+    q = np.array([0.01, 0.05])
+    sigma = np.array([[1.0], [2.0]])
+    event = dpsgd(q, sigma, 100)
+    batch = accounting.epsilon(event, 1e-6, accountant="pld")
+    assert batch.shape == (2, 2)
+    for i in range(2):
+        for j in range(2):
+            single = accounting.epsilon(dpsgd(float(q[j]), float(sigma[i, 0]), 100), 1e-6, accountant="pld")
+            np.testing.assert_allclose(batch[i, j], single, rtol=1e-9)
+
+
+def test_zero_steps_and_zero_rate():
+    """Nothing released: ε = 0 and δ(ε) = 0 for every accountant."""
+    for event in (dpsgd(0.01, 1.0, 0), dpsgd(0.0, 1.0, 100), ev.Composed(())):
+        for acc in ("rdp", "pld", "best"):
+            assert accounting.epsilon(event, 1e-5, accountant=acc) == 0.0
+            assert accounting.delta(event, 0.5, accountant=acc) <= 1e-12
+
+
+# --------------------------------------------------------------------------------------------------
+# 6. Corners: finite results
+# --------------------------------------------------------------------------------------------------
+
+CORNERS = [  # (q, σ, T); each ≤ ~15 s cold
+    (1e-6, 0.3, 1),
+    (1e-6, 50.0, 1_000_000),
+    (1e-6, 0.3, 1_000_000),
+    (1.0, 50.0, 1),
+    (1.0, 50.0, 1_000_000),
+    (0.5, 0.3, 1_000_000),
+    (1.0, 0.3, 1),  # σ = 0.3 without subsampling: one Gaussian
+    (1.0, 0.3, 1_000_000),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("q, sigma, T", CORNERS)
+def test_corner_settings_finite(q, sigma, T):
+    eps = accounting.epsilon(dpsgd(q, sigma, T), 1e-5, accountant="pld")
+    assert np.isfinite(eps) and eps >= 0
+    rdp = accounting.epsilon(dpsgd(q, sigma, T), 1e-5, accountant="rdp")
+    assert np.isfinite(rdp)
+    if q == 1.0:  # no subsampling: T Gaussians = one with σ/√T
+        exact = gaussian_epsilon(math.sqrt(T) / sigma, 1e-5)
+        assert exact <= eps <= 1.01 * exact
+    else:
+        assert eps <= rdp * (1 + 1e-9)
