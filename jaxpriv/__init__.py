@@ -1,8 +1,10 @@
 """jaxpriv — a JAX numerical engine for differential privacy.
 
-Exact Rényi-DP curves (:mod:`jaxpriv.rdp`), f-DP / Gaussian DP (:mod:`jaxpriv.fdp`), calibration of σ, q
-and T to a target ε (:mod:`jaxpriv.calibrate`) and an event ledger (:mod:`jaxpriv.accountant`), all
-float64, vectorised and differentiable, without changing the caller's global JAX settings.
+Privacy events as data (:mod:`jaxpriv.events`), interpreted by two accountants with one interface
+(:mod:`jaxpriv.accounting`: exact Rényi DP and a certified PLD accountant in JAX), exact Rényi-DP curves
+(:mod:`jaxpriv.rdp`), f-DP / Gaussian DP (:mod:`jaxpriv.fdp`), calibration of any monotone event family
+to a target ε (:mod:`jaxpriv.calibrate`) and an RDP ledger (:mod:`jaxpriv.accountant`), all float64 and
+vectorised, without changing the caller's global JAX settings.
 
 Example:
   >>> import jaxpriv
@@ -10,8 +12,8 @@ Example:
   5.632
 """
 
-from . import accountant, budgets, calibrate, fdp, mechanisms, rdp, shuffle
+from . import accountant, accounting, budgets, calibrate, events, fdp, mechanisms, rdp, shuffle
 from .accountant import Accountant, dpsgd_epsilon
 
 __version__ = "0.1.0"
-__all__ = ["rdp", "fdp", "calibrate", "accountant", "shuffle", "mechanisms", "budgets", "Accountant", "dpsgd_epsilon", "__version__"]
+__all__ = ["events", "accounting", "rdp", "fdp", "calibrate", "accountant", "shuffle", "mechanisms", "budgets", "Accountant", "dpsgd_epsilon", "__version__"]

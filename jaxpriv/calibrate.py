@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import rdp
+from . import events, rdp
 from ._batching import map_chunked
 from ._numerics import as_output, check_array, check_broadcastable, check_orders, float64, is_concrete
 
@@ -169,7 +169,8 @@ def _warn_unattainable(value, what: str):
         )
 
 
-def noise_multiplier(target_epsilon, q, steps, delta, *, orders=None, chunk_size=None, progress=None):
+def noise_multiplier(target_epsilon, q, steps, delta, *, orders=None, accountant="rdp", chunk_size=None,
+                     progress=None):
     """Smallest noise multiplier σ such that T steps of the Poisson-subsampled Gaussian are (ε, δ)-DP.
 
     Solves ε(σ; q, T, δ) = target for σ, with ε from the exact RDP curve (SPEC §1.3) and the improved
@@ -184,6 +185,9 @@ def noise_multiplier(target_epsilon, q, steps, delta, *, orders=None, chunk_size
       steps: number of steps T ≥ 1 (real values allowed, for differentiation).
       delta: δ ∈ (0, 1).
       orders: Rényi orders (default :data:`jaxpriv.rdp.DEFAULT_ORDERS`).
+      accountant: "rdp" (default: the exact RDP curve, jit-compiled and differentiable) or "pld"/"best"
+        (the tighter PLD accountant through :func:`calibrate`: a smaller σ, concrete inputs only; σ within
+        1e-6 relative of the PLD root, ε(σ) ≤ target certified by its upper bound).
       chunk_size, progress: batching of large calibrations (see :mod:`jaxpriv._batching`).
 
     All of ``target_epsilon, q, steps, delta`` broadcast together; the result has their shape.
@@ -201,6 +205,9 @@ def noise_multiplier(target_epsilon, q, steps, delta, *, orders=None, chunk_size
             steps=(steps, 1.0, np.inf, False, False),
             delta=(delta, 0.0, 1.0, True, True),
         )
+        if accountant != "rdp":
+            return _by_events(lambda s, q_, t: events.SelfComposed(events.PoissonSampled(q_, events.Gaussian(s)), t),
+                              shape, arrays, (1e-2, 1e4), accountant, np.inf, chunk_size, progress)
         key = orders_key(orders)
         sigma = run_batched(lambda *xs: _sigma_jit(*xs, key), shape, arrays, chunk_size, progress, "calibrating σ")
         _warn_unattainable(sigma, "σ")
@@ -281,7 +288,7 @@ def _rate_table(targets, params, key, two_stage, rtol, chunk_size, progress):
 
 
 def sampling_rate(target_epsilon, sigma, steps, delta, *, rounds=None, client_rate=None, orders=None,
-                  chunk_size=None, progress=None, max_exact=4096, table_rtol=1e-3):
+                  accountant="rdp", chunk_size=None, progress=None, max_exact=4096, table_rtol=1e-3):
     """Largest Poisson sampling rate q such that the training run is (ε, δ)-DP.
 
     Solves ε(q) = target for q ∈ (0, 1] (ε is increasing in q), on the exact RDP curve with the
@@ -308,6 +315,8 @@ def sampling_rate(target_epsilon, sigma, steps, delta, *, rounds=None, client_ra
       rounds: FL rounds T ≥ 1 (two-stage; default 1 when ``client_rate`` is given).
       client_rate: client sampling rate λ ∈ (0, 1] (two-stage; default 1 when ``rounds`` is given).
       orders, chunk_size, progress: as in :func:`noise_multiplier`.
+      accountant: "rdp" (default) or "pld"/"best" through :func:`calibrate` (DP-SGD only; concrete inputs;
+        q within 1e-6 relative below the PLD root).
       max_exact: most distinct targets solved one by one before switching to the table.
       table_rtol: grid ratio − 1 of the table, in (0, 0.1].
 
@@ -334,6 +343,12 @@ def sampling_rate(target_epsilon, sigma, steps, delta, *, rounds=None, client_ra
             rounds=(1.0 if rounds is None else rounds, 1.0, np.inf, False, False),
             delta=(delta, 0.0, 1.0, True, True),
         )
+        if accountant != "rdp":
+            if two_stage:
+                raise ValueError("sampling_rate with rounds/client_rate (two-stage sampling) needs accountant='rdp'")
+            return _by_events(lambda q_, s, t, _lam, _rounds: events.SelfComposed(
+                events.PoissonSampled(q_, events.Gaussian(s)), t), shape, arrays, (1e-12, 1.0), accountant, 0.0,
+                chunk_size, progress, delta_index=5)
         key = orders_key(orders)
         shared = (sigma, steps, delta, client_rate, rounds)  # already validated above; None = the default 1
         if all(is_concrete(a) for a in arrays) and all(np.ndim(x) == 0 for x in shared if x is not None):
@@ -380,7 +395,7 @@ def _steps_kernel(target, q, sigma, delta, orders_key):
 _steps_jit = jax.jit(_steps_kernel, static_argnums=(4,))
 
 
-def steps(target_epsilon, q, sigma, delta, *, orders=None, chunk_size=None, progress=None):
+def steps(target_epsilon, q, sigma, delta, *, orders=None, accountant="rdp", chunk_size=None, progress=None):
     """Largest number of steps T such that T-fold Poisson-subsampled Gaussian is (ε, δ)-DP.
 
     RDP composes linearly, ρ_T(α) = T·ρ₁(α), so for each order the largest T meeting the improved
@@ -393,7 +408,8 @@ def steps(target_epsilon, q, sigma, delta, *, orders=None, chunk_size=None, prog
       q: sampling rate in (0, 1].
       sigma: noise multiplier σ > 0.
       delta: δ ∈ (0, 1).
-      orders, chunk_size, progress: as in :func:`noise_multiplier`.
+      orders, accountant, chunk_size, progress: as in :func:`noise_multiplier` (with "pld"/"best" the
+        largest integer T whose PLD upper bound meets the target).
 
     Example:
       >>> from jaxpriv import calibrate
@@ -407,8 +423,35 @@ def steps(target_epsilon, q, sigma, delta, *, orders=None, chunk_size=None, prog
             sigma=(sigma, 0.0, np.inf, True, False),
             delta=(delta, 0.0, 1.0, True, True),
         )
+        if accountant != "rdp":
+            t = _by_events(lambda t_, q_, s: events.SelfComposed(events.PoissonSampled(q_, events.Gaussian(s)),
+                                                                np.floor(t_)),
+                           shape, arrays, (1.0, 1e9), accountant, 0.0, chunk_size, progress, xtol=1e-9)
+            return np.floor(t)
         key = orders_key(orders)
         return run_batched(lambda *xs: _steps_jit(*xs, key), shape, arrays, chunk_size, progress, "calibrating T")
+
+
+def _by_events(family, shape, arrays, bounds, accountant, unattainable, chunk_size, progress, delta_index=3,
+               xtol=None):
+    """The old calibrators through :func:`calibrate`: ``family(param, *other numbers)`` builds the event;
+    settings are solved one distinct (other numbers, δ) group at a time, every target of a group together."""
+    flat = [np.asarray(a, np.float64).reshape(-1) for a in arrays]
+    targets, others = flat[0], [a for i, a in enumerate(flat[1:], 1) if i != delta_index]
+    deltas = flat[delta_index]
+    out = np.empty(targets.size)
+    groups = np.stack(others + [deltas], -1)
+    for key in np.unique(groups, axis=0):
+        idx = np.nonzero((groups == key).all(-1))[0]
+        fixed = tuple(float(k) for k in key[:-1])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            out[idx] = calibrate(lambda p, fixed=fixed: family(p, *fixed), targets[idx], key[-1], bounds=bounds,
+                                 accountant=accountant, xtol=xtol, chunk_size=chunk_size, progress=progress)
+    if np.isnan(out).any():
+        warnings.warn("some targets cannot be met; their parameter is set to its unattainable value", RuntimeWarning,
+                      stacklevel=3)
+    return np.where(np.isnan(out), unattainable, out).reshape(shape)
 
 
 # --------------------------------------------------------------------------------------------------
