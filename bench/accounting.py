@@ -17,6 +17,22 @@ Measures, on whatever JAX backend is active (CPU or GPU):
 3. A large random sweep through ``dpsgd_epsilon(chunk_size=4096, progress=True)``: throughput and peak
    RSS of a small and a 10× larger sweep (peak memory should not grow with N beyond the I/O arrays).
    10⁵ and 10⁶ configurations by default, 10⁴ and 10⁵ with ``--quick``, 10⁶ and 10⁷ with ``--big``.
+4. The PLD accountant (``jaxpriv.accounting`` with ``accountant="pld"``) next to dp_accounting's
+   ``PLDAccountant`` (ADD_OR_REMOVE_ONE, value_discretization_interval 1e-4, connect-the-dots,
+   pessimistic) and its optimistic estimate (``from_gaussian_mechanism(..., pessimistic_estimate=False,
+   use_connect_dots=False)``, privacy buckets rounded down):
+   a. tightness at three reference events (jaxpriv's certified [lower, upper], its ``epsilon(...,
+      accountant="pld")`` upper at h = 1e-4, dp_accounting pessimistic/optimistic, RDP ε of both);
+   b. tightness on a seeded random grid of DP-SGD settings (q log-uniform in [1e-3, 0.1], σ uniform in
+      [0.6, 3], T log-uniform in [100, 10⁴], δ = 1e-5): ratio jaxpriv upper / dp_accounting pessimistic
+      (goal ≤ 1.005), jaxpriv upper ≥ dp_accounting optimistic, jaxpriv lower ≤ dp_accounting pessimistic,
+      interval widths;
+   c. speed: N settings (T = 1000) in one batched jaxpriv call (cold = first call after
+      ``jax.clear_caches()``, compilation included; warm = the same call again) vs a Python loop of
+      dp_accounting ``PLDAccountant``s, both at h = 1e-4;
+   d. σ calibration to ε = 3 (q = 0.01, T = 10⁴, δ = 1e-5): ``jaxpriv.calibrate.calibrate(...,
+      accountant="pld")`` (cold and warm) vs ``dp_accounting.calibrate_dp_mechanism`` with a PLDAccountant.
+   ``--sections pld`` runs only this part; ``--pld-grid`` and ``--pld-speed`` set the two grid sizes.
 
 Prints markdown tables and, with ``--json OUT``, writes every number to OUT.
 """

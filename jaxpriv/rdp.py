@@ -722,7 +722,7 @@ def client_sampled(curve, client_rate, orders):
 
     Example:
       >>> from jaxpriv import rdp
-      >>> float(rdp.client_sampled(rdp.gaussian(1.0, [2.0]), 1.0, [2.0])[0])
+      >>> round(float(rdp.client_sampled(rdp.gaussian(1.0, [2.0]), 1.0, [2.0])[0]), 12)   # λ = 1: the curve itself
       1.0
     """
     with float64():

@@ -1,0 +1,87 @@
+"""calibrate.calibrate: any monotone event family, any accountant, on the one root finder."""
+
+import numpy as np
+import pytest
+
+from jaxpriv import accounting, calibrate, events
+
+DELTA = 1e-5
+
+
+def dpsgd(q, steps):
+    return lambda sigma: events.SelfComposed(events.PoissonSampled(q, events.Gaussian(sigma)), steps)
+
+
+def test_rdp_calibration_equals_noise_multiplier():
+    targets = np.array([0.5, 1.0, 4.0])
+    ours = calibrate.calibrate(dpsgd(0.01, 1000), targets, DELTA, bounds=(0.3, 50.0), accountant="rdp")
+    reference = calibrate.noise_multiplier(targets, 0.01, 1000, DELTA)
+    np.testing.assert_allclose(ours, reference, rtol=1e-9)
+
+
+def test_pld_sigma_meets_the_target_and_is_within_tolerance_of_the_root():
+    targets = np.array([0.8, 2.0])
+    sigma = calibrate.calibrate(dpsgd(0.02, 500), targets, DELTA, bounds=(0.3, 50.0), accountant="pld")
+    eps = accounting.epsilon(dpsgd(0.02, 500)(sigma), DELTA, accountant="pld")
+    assert np.all(eps <= targets)
+    below = accounting.epsilon(dpsgd(0.02, 500)(sigma * (1 - 1e-5)), DELTA, accountant="pld")
+    assert np.all(below > targets)  # within 1e-5 of the root: a slightly smaller σ overspends
+    # PLD is the tighter accountant here, so it affords less noise than RDP
+    assert np.all(sigma < calibrate.noise_multiplier(targets, 0.02, 500, DELTA))
+
+
+def test_an_increasing_family_returns_the_largest_safe_rate():
+    family = lambda q: events.SelfComposed(events.PoissonSampled(q, events.Gaussian(1.0)), 300)  # noqa: E731
+    q = calibrate.calibrate(family, [0.5, 1.5], DELTA, bounds=(1e-6, 1.0), accountant="pld")
+    eps = accounting.epsilon(family(q), DELTA, accountant="pld")
+    assert np.all(eps <= [0.5, 1.5])
+    assert np.all(accounting.epsilon(family(q * (1 + 1e-5)), DELTA, accountant="pld") > [0.5, 1.5])
+
+
+def test_wrappers_take_the_pld_accountant():
+    sigma = calibrate.noise_multiplier(1.0, 0.02, 500, DELTA, accountant="pld")
+    direct = calibrate.calibrate(dpsgd(0.02, 500), 1.0, DELTA, bounds=(1e-2, 1e4), accountant="pld")
+    assert float(sigma) == pytest.approx(float(direct), rel=1e-5)
+    t = float(calibrate.steps(1.0, 0.02, 1.5, DELTA, accountant="pld"))
+    assert t == int(t) and t >= float(calibrate.steps(1.0, 0.02, 1.5, DELTA))
+    event = lambda n: events.SelfComposed(events.PoissonSampled(0.02, events.Gaussian(1.5)), n)  # noqa: E731
+    assert accounting.epsilon(event(t), DELTA, accountant="pld") <= 1.0
+    assert accounting.epsilon(event(t + 1), DELTA, accountant="pld") > 1.0
+    q = float(calibrate.sampling_rate(1.0, 1.5, 500, DELTA, accountant="pld"))
+    assert accounting.epsilon(dpsgd(q, 500)(1.5), DELTA, accountant="pld") <= 1.0
+
+
+def test_targets_outside_the_bounds():
+    family = dpsgd(0.01, 1000)
+    with pytest.warns(RuntimeWarning, match="cannot be met"):
+        sigma = calibrate.calibrate(family, [1e-9, 1e6], DELTA, bounds=(0.5, 20.0), accountant="rdp")
+    assert np.isnan(sigma[0])  # not even σ = 20 certifies ε = 1e-9
+    assert sigma[1] == 0.5  # the unsafe end already meets a huge target
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(bounds=(1.0,)), "bounds"),
+        (dict(bounds=(0.0, 1.0)), r"bounds\[0\]"),
+        (dict(bounds=(2.0, 1.0)), r"bounds\[1\]"),
+        (dict(bounds=(1.0, 2.0), xtol=2.0), "xtol"),
+        (dict(bounds=(1.0, 2.0), accountant="moments"), "accountant"),
+        (dict(bounds=(1.0, 2.0), target_epsilon=0.0), "target_epsilon"),
+        (dict(bounds=(1.0, 2.0), target_epsilon=np.nan), "target_epsilon"),
+        (dict(bounds=(1.0, 2.0), delta=1.0), "delta"),
+        (dict(bounds=(1.0, 2.0), target_epsilon=[1.0, 2.0], delta=[1e-5, 1e-6, 1e-7]), "broadcast"),
+        (dict(bounds=(1.0, 2.0), make_event="gaussian"), "make_event"),
+    ],
+)
+def test_bad_input(kwargs, match):
+    args = dict(make_event=dpsgd(0.01, 100), target_epsilon=1.0, delta=DELTA)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        calibrate.calibrate(args.pop("make_event"), args.pop("target_epsilon"), args.pop("delta"), **args)
+
+
+def test_an_event_the_accountant_cannot_interpret():
+    family = lambda eps: events.Staircase(eps, dimension=4)  # noqa: E731
+    with pytest.raises(ValueError, match="PLD accountant cannot interpret"):
+        calibrate.calibrate(family, 1.0, DELTA, bounds=(0.1, 10.0), accountant="pld")
