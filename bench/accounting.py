@@ -61,10 +61,13 @@ import _common as common  # noqa: E402  (bench/ is the script's directory)
 from _common import first_and_repeats, say, timed  # noqa: E402
 
 import jax  # noqa: E402
-from jaxpriv import calibrate, rdp  # noqa: E402
+from jaxpriv import accounting, calibrate, events, rdp  # noqa: E402
+from jaxpriv.accounting import pld as pld_mod  # noqa: E402
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 import dp_accounting  # noqa: E402
+from dp_accounting.pld import privacy_loss_distribution  # noqa: E402
+from dp_accounting.pld.pld_privacy_accountant import PLDAccountant  # noqa: E402
 from dp_accounting.rdp import RdpAccountant  # noqa: E402
 
 STEPS = 10_000
@@ -496,11 +499,321 @@ def bench_big_sweep(sizes, rng) -> dict:
 
 
 # --------------------------------------------------------------------------------------------------
+# 4. the PLD accountant, side by side with dp_accounting's
+# --------------------------------------------------------------------------------------------------
+
+PLD_H = 1e-4  # loss-grid spacing for both libraries (dp_accounting's value_discretization_interval)
+PLD_REFERENCE = [  # (q, σ, T, δ)
+    (0.01, 1.1, 10_000, 1e-5),
+    (3.4e-4, 1.06, 5371, 6.3e-8),
+    (1.8e-3, 2.70, 103, 1.9e-5),
+]
+PLD_T_RANGE = (100, 10_000)
+PLD_SPEED_T = 1000
+PLD_CAL_TARGET = 3.0
+PLD_CAL_BOUNDS = (0.5, 5.0)
+PLD_RATIO_GOAL = 1.005
+
+
+def jp_event(q, sigma, steps):
+    return events.SelfComposed(events.PoissonSampled(q, events.Gaussian(sigma)), steps)
+
+
+def dpa_event(q, sigma, steps):
+    return dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(float(q), dp_accounting.GaussianDpEvent(float(sigma))), int(steps))
+
+
+def dpa_pld_accountant():
+    return PLDAccountant(dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE, value_discretization_interval=PLD_H)
+
+
+def dpa_pld_pessimistic(q, sigma, steps, delta) -> float:
+    accountant = dpa_pld_accountant()
+    accountant.compose(dpa_event(q, sigma, steps))
+    return float(accountant.get_epsilon(delta))
+
+
+def dpa_pld_optimistic(q, sigma, steps, delta) -> float:
+    """dp_accounting's optimistic estimate: privacy buckets rounded down (connect-the-dots has no optimistic
+    variant in dp_accounting 0.6; asking for one falls back to this with a warning)."""
+    pld = privacy_loss_distribution.from_gaussian_mechanism(
+        float(sigma), pessimistic_estimate=False, value_discretization_interval=PLD_H, sampling_prob=float(q),
+        use_connect_dots=False)
+    return float(pld.self_compose(int(steps)).get_epsilon_for_delta(delta))
+
+
+def dpa_rdp_epsilon(q, sigma, steps, delta) -> float:
+    accountant = RdpAccountant()
+    accountant.compose(dpa_event(q, sigma, steps))
+    return float(accountant.get_epsilon(delta))
+
+
+def random_pld_settings(n: int, rng):
+    q = np.exp(rng.uniform(np.log(Q_RANGE[0]), np.log(Q_RANGE[1]), n))
+    sigma = rng.uniform(*SIGMA_RANGE, n)
+    steps = np.round(np.exp(rng.uniform(np.log(PLD_T_RANGE[0]), np.log(PLD_T_RANGE[1]), n)))
+    return q, sigma, steps
+
+
+def bench_pld_reference() -> dict:
+    say(f"## 4a. PLD tightness at reference events (h = {PLD_H:g}, add-or-remove-one)")
+    say()
+    rows, out = [], []
+    for q, sigma, steps, delta in PLD_REFERENCE:
+        e = jp_event(q, sigma, steps)
+        t_int, (lo, up) = timed(lambda: tuple(float(x) for x in accounting.epsilon_interval(e, delta)))
+        t_up, up_h = timed(lambda: float(accounting.epsilon(e, delta, accountant="pld")))
+        rdp_jp = float(accounting.epsilon(e, delta, accountant="rdp"))
+        t_pess, pess = timed(lambda: dpa_pld_pessimistic(q, sigma, steps, delta))
+        t_opt, opt = timed(lambda: dpa_pld_optimistic(q, sigma, steps, delta))
+        rdp_dpa = dpa_rdp_epsilon(q, sigma, steps, delta)
+        r = {"q": q, "sigma": sigma, "steps": steps, "delta": delta, "jaxpriv_lower": lo, "jaxpriv_upper": up,
+             "jaxpriv_interval_s": t_int, "jaxpriv_pld_upper_h": up_h, "jaxpriv_pld_upper_s": t_up,
+             "jaxpriv_rdp": rdp_jp, "dpa_pessimistic": pess, "dpa_pessimistic_s": t_pess, "dpa_optimistic": opt,
+             "dpa_optimistic_s": t_opt, "dpa_rdp": rdp_dpa,
+             "ok": bool(np.isfinite([lo, up, up_h]).all() and lo <= up <= up_h * (1 + 1e-12) and opt <= up
+                        and lo <= pess)}
+        out.append(r)
+        rows.append([f"{q:g}", f"{sigma:g}", f"{steps:g}", f"{delta:g}", f"[{lo:.6g}, {up:.6g}]",
+                     f"{(up - lo) / up:.2%}", f"{up_h:.6g}", f"{pess:.6g}", f"{up_h / pess:.6f}", f"{opt:.6g}",
+                     f"{rdp_jp:.4g} / {rdp_dpa:.4g}", f"{t_up:.3g} / {t_int:.3g} / {t_pess:.3g}",
+                     "yes" if r["ok"] else "**NO**"])
+    say(table(["q", "σ", "T", "δ", "jaxpriv [lower, upper]", "width", "jaxpriv epsilon(pld)", "dpa pessimistic",
+               "ratio", "dpa optimistic", "RDP ε jaxpriv / dpa", "time (s): jp pld / jp interval / dpa",
+               "lower ≤ dpa pess, upper ≥ dpa opt"], rows))
+    say()
+    say("jaxpriv [lower, upper] = `accounting.epsilon_interval(event, δ)` (default: h = 1e-4, refined where the "
+        f"interval is wider than {100 * getattr(pld_mod, 'TARGET_WIDTH', 0.005):g}% of its upper end); jaxpriv epsilon(pld) = "
+        "`accounting.epsilon(event, δ, accountant=\"pld\")` (upper end only, h = 1e-4, no refinement); ratio = "
+        "that / dp_accounting pessimistic. Times are single calls in this process (jaxpriv's include "
+        "compilation of new shapes).")
+    say()
+    return {"rows": out, "ok": all(r["ok"] for r in out)}
+
+
+def bench_pld_grid(n: int, rng) -> dict:
+    q, sigma, steps = random_pld_settings(n, rng)
+    say(f"## 4b. PLD tightness on {n} random DP-SGD settings (δ = {DELTA:g}, h = {PLD_H:g})")
+    say()
+    say(f"q log-uniform in [{Q_RANGE[0]:g}, {Q_RANGE[1]:g}], σ uniform in [{SIGMA_RANGE[0]:g}, {SIGMA_RANGE[1]:g}], "
+        f"T log-uniform in [{PLD_T_RANGE[0]}, {PLD_T_RANGE[1]}] (rounded); seeded.")
+    say()
+    e = jp_event(q, sigma, steps)
+    t_up, up = timed(lambda: np.asarray(accounting.epsilon(e, DELTA, accountant="pld")))
+    t_int, (lo, up_int) = timed(lambda: tuple(np.asarray(x) for x in accounting.epsilon_interval(e, DELTA)))
+    pess, opt, t_dpa = np.empty(n), np.empty(n), np.empty(n)
+    for i in range(n):
+        t_dpa[i], pess[i] = timed(lambda: dpa_pld_pessimistic(q[i], sigma[i], steps[i], DELTA))
+        opt[i] = dpa_pld_optimistic(q[i], sigma[i], steps[i], DELTA)
+    ratio = up / pess
+    ratio_int = up_int / pess
+    width = (up_int - lo) / up_int
+    finite = bool(np.isfinite(up).all() and np.isfinite(lo).all() and np.isfinite(up_int).all())
+    above_opt = up >= opt
+    below_pess = lo <= pess
+    worst = int(np.argmax(ratio))
+    out = {
+        "n": n, "q": q.tolist(), "sigma": sigma.tolist(), "steps": steps.tolist(),
+        "jaxpriv_upper": up.tolist(), "jaxpriv_interval_lower": lo.tolist(), "jaxpriv_interval_upper": up_int.tolist(),
+        "dpa_pessimistic": pess.tolist(), "dpa_optimistic": opt.tolist(), "dpa_times_s": t_dpa.tolist(),
+        "jaxpriv_upper_s": t_up, "jaxpriv_interval_s": t_int,
+        "max_ratio": float(ratio.max()), "median_ratio": float(np.median(ratio)), "min_ratio": float(ratio.min()),
+        "max_ratio_setting": {"q": float(q[worst]), "sigma": float(sigma[worst]), "steps": float(steps[worst]),
+                              "eps_jaxpriv": float(up[worst]), "eps_dpa": float(pess[worst])},
+        "max_ratio_interval_upper": float(ratio_int.max()), "median_ratio_interval_upper": float(np.median(ratio_int)),
+        "width_median": float(np.median(width)), "width_max": float(width.max()),
+        "width_max_setting": {"q": float(q[np.argmax(width)]), "sigma": float(sigma[np.argmax(width)]),
+                              "steps": float(steps[np.argmax(width)])},
+        "all_finite": finite, "upper_ge_dpa_optimistic": bool(above_opt.all()),
+        "lower_le_dpa_pessimistic": bool(below_pess.all()),
+        "violations": [{"q": float(q[i]), "sigma": float(sigma[i]), "steps": float(steps[i]), "lower": float(lo[i]),
+                        "upper": float(up[i]), "dpa_pess": float(pess[i]), "dpa_opt": float(opt[i])}
+                       for i in np.nonzero(~above_opt | ~below_pess)[0]],
+    }
+    out["ratio_ok"] = out["max_ratio"] <= PLD_RATIO_GOAL
+    rows = [
+        ["jaxpriv epsilon(pld) / dpa pessimistic", f"{ratio.min():.6f}", f"{np.median(ratio):.6f}",
+         f"**{ratio.max():.6f}**", f"≤ {PLD_RATIO_GOAL}: {'yes' if out['ratio_ok'] else '**NO**'}"],
+        ["jaxpriv interval upper / dpa pessimistic", f"{ratio_int.min():.6f}", f"{np.median(ratio_int):.6f}",
+         f"{ratio_int.max():.6f}", "–"],
+        ["dpa optimistic / dpa pessimistic", f"{(opt / pess).min():.4f}", f"{np.median(opt / pess):.4f}",
+         f"{(opt / pess).max():.4f}", "–"],
+        ["jaxpriv interval width (upper − lower) / upper", f"{width.min():.2e}", f"{np.median(width):.2e}",
+         f"{width.max():.2e}", "–"],
+    ]
+    say(table(["quantity", "min", "median", "max", "goal"], rows))
+    say()
+    say(f"Worst ratio at q = {q[worst]:.4g}, σ = {sigma[worst]:.4g}, T = {steps[worst]:.0f} "
+        f"(ε {up[worst]:.6g} vs {pess[worst]:.6g}). Checks: all jaxpriv values finite: {'yes' if finite else '**NO**'}; "
+        f"jaxpriv upper ≥ dpa optimistic: {int(above_opt.sum())}/{n}; jaxpriv lower ≤ dpa pessimistic: "
+        f"{int(below_pess.sum())}/{n}. Times: jaxpriv epsilon(pld) {t_up:.3g} s, epsilon_interval {t_int:.3g} s "
+        f"(one batched call each, compilation included); dp_accounting pessimistic {t_dpa.sum():.3g} s in a loop "
+        f"(slowest {t_dpa.max():.3g} s at q = {q[t_dpa.argmax()]:.3g}, σ = {sigma[t_dpa.argmax()]:.3g}, "
+        f"T = {steps[t_dpa.argmax()]:.0f}).")
+    say()
+    return out
+
+
+def bench_pld_speed(n: int, rng) -> dict:
+    q, sigma = random_configs(n, rng)
+    say(f"## 4c. PLD speed: ε of {n} settings (T = {PLD_SPEED_T}, δ = {DELTA:g}, h = {PLD_H:g})")
+    say()
+    say(f"q log-uniform in [{Q_RANGE[0]:g}, {Q_RANGE[1]:g}], σ uniform in [{SIGMA_RANGE[0]:g}, {SIGMA_RANGE[1]:g}], "
+        f"T = {PLD_SPEED_T} fixed.")
+    say()
+    e = jp_event(q, sigma, PLD_SPEED_T)
+    call = lambda: np.asarray(accounting.epsilon(e, DELTA, accountant=accounting.PLD(discretization=PLD_H)))
+    jax.clear_caches()  # cold: nothing compiled by earlier sections is reused
+    gc.collect()
+    cold, eps = timed(call)
+    warm, eps2 = timed(call)
+    gc.collect()
+    dpa_pld_pessimistic(0.01, 1.1, PLD_SPEED_T, DELTA)  # warm-up (imports, caches)
+    t_dpa, pess = np.empty(n), np.empty(n)
+    for i in range(n):
+        t_dpa[i], pess[i] = timed(lambda: dpa_pld_pessimistic(q[i], sigma[i], PLD_SPEED_T, DELTA))
+    total = float(t_dpa.sum())
+    ratio = eps / pess
+    slow = np.argsort(t_dpa)[::-1][:3]
+    out = {
+        "n": n, "steps": PLD_SPEED_T, "jaxpriv_cold_s": cold, "jaxpriv_warm_s": warm,
+        "jaxpriv_warm_per_setting_s": warm / n, "jaxpriv_cold_per_setting_s": cold / n,
+        "dpa_total_s": total, "dpa_per_setting_mean_s": total / n, "dpa_per_setting_median_s": float(np.median(t_dpa)),
+        "dpa_slowest": [{"q": float(q[i]), "sigma": float(sigma[i]), "s": float(t_dpa[i])} for i in slow],
+        "speedup_warm": total / warm, "speedup_cold": total / cold,
+        "same_result_twice": bool(np.array_equal(eps, eps2)), "all_finite": bool(np.isfinite(eps).all()),
+        "max_ratio": float(ratio.max()), "median_ratio": float(np.median(ratio)),
+        "max_ratio_setting": {"q": float(q[ratio.argmax()]), "sigma": float(sigma[ratio.argmax()])},
+    }
+    rows = [
+        [f"dp_accounting PLDAccountant, Python loop of {n}", "–", f"{total:.3g}",
+         f"{1e3 * total / n:.3g} mean / {1e3 * np.median(t_dpa):.3g} median", "1×"],
+        [f"jaxpriv accounting.epsilon(PLD(1e-4)), {n} in one call: cold", f"{cold:.3g}", "–",
+         f"{1e3 * cold / n:.3g}", f"{total / cold:.2f}×"],
+        [f"jaxpriv accounting.epsilon(PLD(1e-4)), {n} in one call: warm (2nd call)", "–", f"{warm:.3g}",
+         f"{1e3 * warm / n:.3g}", f"**{total / warm:.2f}×**"],
+    ]
+    say(table(["method", "cold: first call (s)", "time (s)", "per setting (ms)", "speed-up vs dp_accounting"],
+              rows))
+    say()
+    say(f"Cold = first call after `jax.clear_caches()` (compilation included); warm = the identical call again. "
+        f"ε ratio jaxpriv / dp_accounting on these settings: median {np.median(ratio):.6f}, max {ratio.max():.6f}; "
+        f"all finite: {'yes' if out['all_finite'] else '**NO**'}; identical results cold and warm: "
+        f"{'yes' if out['same_result_twice'] else '**NO**'}. Slowest dp_accounting settings: "
+        + ", ".join(f"{t_dpa[i]:.3g} s (q = {q[i]:.3g}, σ = {sigma[i]:.3g})" for i in slow) + ".")
+    say()
+    return out
+
+
+def bench_pld_calibration() -> dict:
+    q, steps, delta, target = CAL_Q, STEPS, DELTA, PLD_CAL_TARGET
+    say(f"## 4d. σ calibration to ε = {target:g} with PLD (q = {q:g}, T = 10⁴, δ = {delta:g}, h = {PLD_H:g})")
+    say()
+    evals = 0
+
+    def make_dpa_event(s):
+        nonlocal evals
+        evals += 1
+        return dpa_event(q, s, steps)
+
+    t_dpa, s_dpa = timed(lambda: float(dp_accounting.calibrate_dp_mechanism(
+        make_fresh_accountant=dpa_pld_accountant, make_event_from_param=make_dpa_event, target_epsilon=target,
+        target_delta=delta, bracket_interval=dp_accounting.ExplicitBracketInterval(*PLD_CAL_BOUNDS), tol=1e-6)))
+    out = {"target": target, "bounds": PLD_CAL_BOUNDS,
+           "dp_accounting": {"sigma": s_dpa, "time_s": t_dpa, "epsilon_evals": evals,
+                             "eps_dpa_at_sigma": dpa_pld_pessimistic(q, s_dpa, steps, delta)}}
+    jp_cal = getattr(calibrate, "calibrate", None)
+    if jp_cal is None:
+        say("`jaxpriv.calibrate.calibrate` does not exist in this checkout: jaxpriv's side skipped.")
+        say()
+        out["jaxpriv"] = None
+        out["ok"] = True
+    else:
+        make_event = lambda s: jp_event(q, s, steps)  # noqa: E731  (s: an array of σ)
+        run = lambda: float(np.asarray(jp_cal(make_event, target, delta, bounds=PLD_CAL_BOUNDS, accountant="pld")))
+        jax.clear_caches()
+        gc.collect()
+        cold, s_jp = timed(run)
+        warm, s_jp2 = timed(run)
+        eps_jp = float(accounting.epsilon(jp_event(q, s_jp, steps), delta, accountant="pld"))
+        out["jaxpriv"] = {"sigma": s_jp, "sigma_warm": s_jp2, "cold_s": cold, "warm_s": warm, "eps_jaxpriv_at_sigma": eps_jp,
+                          "eps_dpa_at_sigma": dpa_pld_pessimistic(q, s_jp, steps, delta)}
+        out["ok"] = bool(eps_jp <= target)
+    d, j = out["dp_accounting"], out["jaxpriv"]
+    rows = [["dp_accounting.calibrate_dp_mechanism, PLDAccountant (Brent, tol 1e-6)", "–", f"{t_dpa:.3g}",
+             f"{s_dpa:.7f}", "–", f"{d['eps_dpa_at_sigma']:.7g}", f"{evals} ε evals"]]
+    if j is not None:
+        rows.append(["jaxpriv calibrate.calibrate(accountant=\"pld\")", f"{j['cold_s']:.3g}", f"{j['warm_s']:.3g}",
+                     f"{s_jp:.7f} ({s_jp / s_dpa - 1:+.2e})", f"{j['eps_jaxpriv_at_sigma']:.7g}",
+                     f"{j['eps_dpa_at_sigma']:.7g}", f"ε ≤ {target:g}: {'yes' if out['ok'] else '**NO**'}"])
+    say(table(["method", "cold (s)", "warm (s)", "σ (rel. to dpa)", "ε jaxpriv PLD at σ", "ε dpa PLD at σ", "note"],
+              rows))
+    say()
+    say(f"Both search σ in [{PLD_CAL_BOUNDS[0]:g}, {PLD_CAL_BOUNDS[1]:g}]. jaxpriv: cold = first call after "
+        "`jax.clear_caches()`, warm = the same call again; xtol 1e-6 relative. dp_accounting has nothing to "
+        "compile (one run).")
+    say()
+    return out
+
+
+def bench_pld(n_grid: int, n_speed: int, rng) -> dict:
+    res = {"reference": bench_pld_reference()}
+    gc.collect()
+    res["grid"] = bench_pld_grid(n_grid, rng)
+    gc.collect()
+    res["speed"] = bench_pld_speed(n_speed, rng)
+    gc.collect()
+    res["calibration"] = bench_pld_calibration()
+    gc.collect()
+    return res
+
+
+
+# --------------------------------------------------------------------------------------------------
 # main
 # --------------------------------------------------------------------------------------------------
 
 
 def summary(res: dict):
+    rows, checks = [], {}
+    if "sweep_1000" in res:
+        rows, checks = summary_rdp(res)
+    if "pld" in res:
+        p = res["pld"]
+        g, sp, cal = p["grid"], p["speed"], p["calibration"]
+        rows += [
+            [f"PLD ε, {sp['n']} settings (T = {sp['steps']}), warm", f"{sp['dpa_total_s']:.3g} s (loop)",
+             f"{sp['jaxpriv_warm_s']:.3g} s (one call)", f"{sp['speedup_warm']:.2f}×"],
+            [f"PLD ε, {sp['n']} settings, cold (compilation included)", f"{sp['dpa_total_s']:.3g} s",
+             f"{sp['jaxpriv_cold_s']:.3g} s", f"{sp['speedup_cold']:.2f}×"],
+            [f"PLD tightness, {g['n']} random settings: max ε ratio jaxpriv / dpa pessimistic", "1",
+             f"{g['max_ratio']:.6f}", "–"],
+        ]
+        if cal["jaxpriv"] is not None:
+            j = cal["jaxpriv"]
+            rows.append([f"σ calibration to ε = {cal['target']:g}, PLD", f"{cal['dp_accounting']['time_s']:.3g} s "
+                         f"(σ {cal['dp_accounting']['sigma']:.6f})",
+                         f"{j['warm_s']:.3g} s warm / {j['cold_s']:.3g} s cold (σ {j['sigma']:.6f})",
+                         f"{cal['dp_accounting']['time_s'] / j['warm_s']:.2f}×"])
+        checks.update({
+            "PLD reference events: lower ≤ dpa pess, upper ≥ dpa opt": p["reference"]["ok"],
+            "PLD grid: ε finite": g["all_finite"],
+            f"PLD grid: max ratio ≤ {PLD_RATIO_GOAL}": g["ratio_ok"],
+            "PLD grid: upper ≥ dpa optimistic": g["upper_ge_dpa_optimistic"],
+            "PLD grid: lower ≤ dpa pessimistic": g["lower_le_dpa_pessimistic"],
+            "PLD speed grid: ε finite": sp["all_finite"],
+            "PLD calibration: ε(σ) ≤ target": cal["ok"],
+        })
+    say("## Summary")
+    say()
+    say(table(["measurement", "dp_accounting", "jaxpriv", "ratio"], rows))
+    say()
+    say("Checks: " + ", ".join(f"{k}: {'ok' if v else 'FAILED'}" for k, v in checks.items()))
+    return checks
+
+
+def summary_rdp(res: dict):
     s1, s2, s3 = res["sweep_1000"], res["calibration"], res["big_sweep"]
     like = s1["jaxpriv"]["dp_accounting"]
     rows = [
@@ -522,12 +835,7 @@ def summary(res: dict):
         **{k: v for k, v in s2["checks"].items()},
         "sweep ε finite": all(r["all_finite"] for r in s3["runs"]),
     }
-    say("## Summary")
-    say()
-    say(table(["measurement", "dp_accounting", "jaxpriv", "ratio"], rows))
-    say()
-    say("Checks: " + ", ".join(f"{k}: {'ok' if v else 'FAILED'}" for k, v in checks.items()))
-    return checks
+    return rows, checks
 
 
 def main(argv=None) -> int:
@@ -540,6 +848,10 @@ def main(argv=None) -> int:
     parser.add_argument("--sweep-sizes", type=int, nargs=2, metavar=("SMALL", "LARGE"),
                         help="sizes of the two large sweeps (overrides --quick/--big)")
     parser.add_argument("--repeats", type=int, help="timed jaxpriv calls per measurement (≥ 7 recommended)")
+    parser.add_argument("--sections", choices=("all", "rdp", "pld"), default="all",
+                        help="rdp: sections 1–3; pld: section 4 (PLD vs dp_accounting's PLD); all: both")
+    parser.add_argument("--pld-grid", type=int, help="random settings in the PLD tightness grid (default 100, 12 with --quick)")
+    parser.add_argument("--pld-speed", type=int, help="settings in the PLD speed comparison (default 1000, 24 with --quick)")
     args = parser.parse_args(argv)
 
     quick = args.quick
@@ -558,14 +870,20 @@ def main(argv=None) -> int:
     t_start = time.perf_counter()
     info = machine_info()
     print_header(info, mode)
-    results = {"machine": info, "mode": mode, "seed": args.seed, "repeats": repeats}
-    results["sweep_1000"] = bench_sweep_1000(n_subset, repeats, rng)
-    gc.collect()
-    results["calibration"] = bench_calibration(targets, repeats, like_for_like=not quick,
-                                               eps_batch=results["sweep_1000"]["grid"]["n"])
-    gc.collect()
-    results["big_sweep"] = bench_big_sweep(sizes, rng)
-    gc.collect()
+    results = {"machine": info, "mode": mode, "seed": args.seed, "repeats": repeats, "sections": args.sections}
+    if args.sections in ("all", "rdp"):
+        results["sweep_1000"] = bench_sweep_1000(n_subset, repeats, rng)
+        gc.collect()
+        results["calibration"] = bench_calibration(targets, repeats, like_for_like=not quick,
+                                                   eps_batch=results["sweep_1000"]["grid"]["n"])
+        gc.collect()
+        results["big_sweep"] = bench_big_sweep(sizes, rng)
+        gc.collect()
+    if args.sections in ("all", "pld"):
+        pld_rng = np.random.default_rng([args.seed, 4])  # the PLD grids do not depend on which sections ran
+        results["pld"] = bench_pld(args.pld_grid or (12 if quick else 100), args.pld_speed or (24 if quick else 1000),
+                                   pld_rng)
+        gc.collect()
     results["checks"] = summary(results)
     return common.finish(results, results["checks"], t_start, args.json)
 

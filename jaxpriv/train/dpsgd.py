@@ -77,7 +77,7 @@ from flax import nnx
 
 from .. import calibrate, rdp
 from ..accountant import dpsgd_epsilon
-from .._numerics import check_array, check_orders
+from .._numerics import check_array, check_orders, float64
 from .sampling import PoissonSampler
 
 __all__ = [
@@ -244,30 +244,21 @@ def _sample_mode_sigma(budgets, counts, mean_rate, steps, delta, orders) -> floa
     """IDP-SGD "Sample": the σ at which the per-group calibrated rates have mean Σ n_g q_g / N = B/N.
 
     Each q_g(σ) = :func:`jaxpriv.calibrate.sampling_rate` is exact and increasing in σ (more noise
-    permits more sampling), so the mean rate is increasing in σ; Brent's method on log σ solves it to
-    1e-10. The root only sets the batch size: privacy holds at any σ because every q_g is calibrated
-    at the σ finally used.
+    permits more sampling), so the mean rate is increasing in σ; the library's root finder
+    (:func:`jaxpriv.calibrate.solve_monotone`, on log σ) solves it to 1e-10. The root only sets the batch
+    size: privacy holds at any σ because every q_g is calibrated at the σ finally used.
     """
-    from scipy.optimize import brentq
-
     weights = counts / counts.sum()
 
-    def gap(log_sigma):
-        q = calibrate.sampling_rate(budgets, math.exp(log_sigma), steps, delta, orders=orders)
-        return float(np.dot(weights, q)) - mean_rate
+    def shortfall(log_sigma):  # > 0 while σ is too small for the mean rate
+        q = calibrate.sampling_rate(budgets, math.exp(float(log_sigma[0])), steps, delta, orders=orders)
+        return jnp.asarray([mean_rate - float(np.dot(weights, q))])
 
-    lo, hi = math.log(0.5), math.log(2.0)
-    for _ in range(40):  # expand the bracket by 4x per side: σ from ~1e-25 to ~1e24 at worst
-        g_lo, g_hi = gap(lo), gap(hi)
-        if g_lo < 0 <= g_hi:
-            break
-        if g_lo >= 0:
-            lo, hi = lo - math.log(4.0), lo
-        else:
-            lo, hi = hi, hi + math.log(4.0)
-    else:
+    with float64():
+        log_sigma, found = calibrate.solve_monotone(shortfall, jnp.zeros(1), step=math.log(4.0), traced=False)
+    if not bool(found[0]):
         raise _unattainable("the budgets")
-    return math.exp(brentq(gap, lo, hi, xtol=1e-10, rtol=1e-12))
+    return math.exp(float(log_sigma[0]))
 
 
 def plan_privacy(config: DPSGDConfig, n: int, dimension: int | None = None) -> PrivacyPlan:
