@@ -1,7 +1,7 @@
 """The ``jaxpriv`` command: ε of DP-SGD, calibration of σ / q / T, ε sweeps and the privacy report.
 
     jaxpriv epsilon --q 0.01 --sigma 1.1 --steps 10000 --delta 1e-5
-    jaxpriv calibrate sigma --epsilon 1,2,4,8 --q 0.01 --steps 10000 --delta 1e-5
+    jaxpriv calibrate sigma --epsilon 1,2,4,8 --q 0.01 --steps 10000 --delta 1e-5 --accountant pld
     jaxpriv sweep --q 1e-3:0.1:25:log --sigma 0.6:3:40 --steps 10000 --delta 1e-5 --out sweep-out
     jaxpriv shuffle --budgets uniform:0.05,1 --n 10000 --delta 1e-8
     jaxpriv report --quick --out reproduce-out
@@ -25,6 +25,7 @@ import warnings
 import numpy as np
 
 from . import __version__
+from .accounting import ACCOUNTANTS
 
 __all__ = ["main", "build_parser", "parse_grid"]
 
@@ -37,6 +38,8 @@ _HELP = {
     "delta": "δ in (0, 1)",
 }
 _SYMBOL = {"sigma": "σ", "q": "q", "steps": "T"}
+_GRID_LABEL = {"rdp": "ε (RDP accountant, improved conversion)", "pld": "ε (PLD accountant, upper bound)",
+               "best": "ε (smaller of the RDP and PLD upper bounds)"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,7 +119,18 @@ def parse_grid(text: str) -> np.ndarray:
 def _add_orders(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--orders", choices=("default", "dp_accounting"), default="default",
-        help="Rényi orders: jaxpriv's default grid (a superset of dp_accounting's) or dp_accounting's 156",
+        help="Rényi orders: jaxpriv's default grid (a superset of dp_accounting's) or dp_accounting's 156 "
+             "(RDP accountant)",
+    )
+
+
+def _add_accountant(parser: argparse.ArgumentParser, default: str, why: str) -> None:
+    """--accountant, shared by epsilon, calibrate and sweep; ``why`` explains the command's default."""
+    parser.add_argument(
+        "--accountant", choices=ACCOUNTANTS, default=default,
+        help="rdp: Rényi DP (fast, vectorised); pld: privacy loss distributions (a certified interval, "
+             "tighter, about a second per setting on a CPU); best: the smaller of the two upper bounds "
+             f"(default: %(default)s; {why})",
     )
 
 
@@ -148,6 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=_number, required=True, help="number of steps T ≥ 0")
     p.add_argument("--delta", type=_number, required=True, help="δ in (0, 1)")
     _add_orders(p)
+    _add_accountant(p, "best", "the table shows RDP, the PLD interval and the CLT approximation either way; "
+                               "this picks the ε reported")
     p.add_argument("--json", action="store_true", help="print a JSON object instead of a table")
     p.add_argument("--refine", action="store_true",
                    help="also search real Rényi orders between the grid points (never worse, slower)")
@@ -168,6 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
             t.add_argument(f"--{name}", type=_number, required=True, help=_HELP[name])
         t.add_argument("--delta", type=_number, required=True, help=_HELP["delta"])
         _add_orders(t)
+        _add_accountant(t, "rdp", "solves in milliseconds and is differentiable; pld/best give a smaller "
+                                  "σ or T, a larger q, in seconds per target")
         t.add_argument("--json", action="store_true", help="print JSON instead of a table")
         t.set_defaults(handler=cmd_calibrate)
 
@@ -179,8 +197,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=parse_grid, required=True, help="numbers of steps ≥ 0" + grid_help)
     p.add_argument("--delta", type=parse_grid, required=True, help="δ values in (0, 1)" + grid_help)
     _add_orders(p)
+    _add_accountant(p, "rdp", "thousands of settings per second; pld/best evaluate the PLD setting by setting, "
+                              "slow for big grids on a CPU")
     p.add_argument("--out", metavar="DIR", help="write sweep.csv, sweep.json and epsilon_grid.png here")
-    p.add_argument("--csv", metavar="FILE", help="write the results as CSV (q,sigma,steps,delta,epsilon,best_order)")
+    p.add_argument("--csv", metavar="FILE",
+                   help="write the results as CSV (q,sigma,steps,delta,epsilon,best_order; best_order is nan "
+                        "where the PLD bound is reported)")
     p.add_argument("--json", metavar="FILE", help="write the grid and results as JSON")
     p.add_argument("--plot", metavar="FILE", help="heatmap of ε over (q, σ) (needs one T and one δ)")
     p.add_argument("--chunk-size", type=_positive_int, metavar="N",
@@ -255,23 +277,31 @@ def _json_value(x: float):
 # --------------------------------------------------------------------------------------------------
 
 
+def _interval(lower, upper) -> str:
+    return "-" if lower is None else f"[{_fmt(lower)}, {_fmt(upper)}]"
+
+
 def cmd_epsilon(args) -> int:
     from .report import ORDER_SETS, privacy_summary
 
     s = privacy_summary(args.q, args.sigma, args.steps, args.delta, orders=ORDER_SETS[args.orders],
-                        refine=args.refine)
+                        refine=args.refine, accountant=args.accountant)
     if args.json:
         print(json.dumps({**s, "orders": args.orders}, indent=2))
         return 0
+    by = {"rdp": "RDP", "pld": "PLD upper", "best": "the smaller of RDP and PLD upper"}[args.accountant]
     console = _console()
-    console.print(f"ε = {_fmt(s['epsilon'])} at δ = {args.delta:g} (best Rényi order α = {s['best_order']:g})")
+    console.print(f"ε = {_fmt(s['epsilon'])} at δ = {args.delta:g} (accountant {args.accountant}: {by})")
+    pld_note = ("bound: the true ε lies in the interval" if s["epsilon_pld_lower"] is not None
+                else "needs an integer T")
     console.print(_table(
         f"DP-SGD: q = {args.q:g}, σ = {args.sigma:g}, T = {_fmt_steps(args.steps)}, δ = {args.delta:g}",
         ["accountant", "ε", "note"],
         [
-            ["RDP, improved conversion", _fmt(s["epsilon"]), f"bound; best order α = {s['best_order']:g}"],
+            ["RDP, improved conversion", _fmt(s["epsilon_rdp"]), f"bound; best order α = {s['best_order']:g}"],
             ["RDP, classic conversion", _fmt(s["epsilon_classic"]),
              f"bound, looser; best order α = {s['best_order_classic']:g}"],
+            ["PLD [lower, upper]", _interval(s["epsilon_pld_lower"], s["epsilon_pld_upper"]), pld_note],
             ["Gaussian DP, CLT", _fmt(s["epsilon_gdp_clt_approximation"]),
              f"approximation, not a bound (μ ≈ {s['gdp_clt_mu_approximation']:.4g})"],
         ],
@@ -279,36 +309,49 @@ def cmd_epsilon(args) -> int:
     return 0
 
 
-def _solve(target: str, epsilon, params: dict, delta: float, orders) -> np.ndarray:
+def _solve(target: str, epsilon, params: dict, delta: float, orders, accountant: str) -> np.ndarray:
     """The calibrated parameter for each target ε (inf or 0 where a target cannot be met)."""
     from . import calibrate
 
     with warnings.catch_warnings():  # unattainable targets are reported in the table instead
         warnings.simplefilter("ignore", RuntimeWarning)
         if target == "sigma":
-            value = calibrate.noise_multiplier(epsilon, params["q"], params["steps"], delta, orders=orders)
+            value = calibrate.noise_multiplier(epsilon, params["q"], params["steps"], delta, orders=orders,
+                                               accountant=accountant)
         elif target == "q":
-            value = calibrate.sampling_rate(epsilon, params["sigma"], params["steps"], delta, orders=orders)
+            value = calibrate.sampling_rate(epsilon, params["sigma"], params["steps"], delta, orders=orders,
+                                            accountant=accountant)
         else:
-            value = calibrate.steps(epsilon, params["q"], params["sigma"], delta, orders=orders)
+            value = calibrate.steps(epsilon, params["q"], params["sigma"], delta, orders=orders,
+                                    accountant=accountant)
     return np.asarray(value)
 
 
-def cmd_calibrate(args) -> int:
+def _achieved(params: dict, delta: float, orders, accountant: str) -> np.ndarray:
+    """ε at the calibrated values, by the accountant that calibrated them."""
+    from . import accounting, events
     from .accountant import dpsgd_epsilon
+
+    if accountant == "rdp":
+        return np.asarray(dpsgd_epsilon(delta=delta, orders=orders, **params))
+    event = events.SelfComposed(events.PoissonSampled(params["q"], events.Gaussian(params["sigma"])), params["steps"])
+    return accounting.epsilon(event, delta, accountant=accountant)
+
+
+def cmd_calibrate(args) -> int:
     from .report import ORDER_SETS
 
     orders = ORDER_SETS[args.orders]
     fixed = {name: getattr(args, name) for name in ("q", "sigma", "steps") if name != args.target}
-    value = _solve(args.target, args.epsilon, fixed, args.delta, orders)
+    value = _solve(args.target, args.epsilon, fixed, args.delta, orders, args.accountant)
     met = np.isfinite(value) & (value > 0)  # σ = inf, q = 0 or T = 0: the target is out of reach
     # Recompute ε at the calibrated value: it shows the guarantee holds (achieved ≤ target).
     params = {**fixed, args.target: np.where(met, value, 1.0)}
-    achieved = np.where(met, np.asarray(dpsgd_epsilon(delta=args.delta, orders=orders, **params)), np.nan)
+    achieved = np.where(met, _achieved(params, args.delta, orders, args.accountant), np.nan)
 
     if args.json:
         rows = [{"target_epsilon": float(t), args.target: _json_value(v) if m else None,
-                 "achieved_epsilon": _json_value(a), **fixed, "delta": args.delta}
+                 "achieved_epsilon": _json_value(a), **fixed, "delta": args.delta, "accountant": args.accountant}
                 for t, v, a, m in zip(args.epsilon, value, achieved, met)]
         print(json.dumps(rows, indent=2))
         return 0
@@ -319,10 +362,11 @@ def cmd_calibrate(args) -> int:
     ]
     given = ", ".join(f"{_SYMBOL[k]} = {_fmt_steps(v) if k == 'steps' else f'{v:g}'}" for k, v in fixed.items())
     console = _console()
-    console.print(_table(f"{_SYMBOL[args.target]} calibrated for {given}, δ = {args.delta:g}",
+    console.print(_table(f"{_SYMBOL[args.target]} calibrated for {given}, δ = {args.delta:g} "
+                         f"({args.accountant} accountant)",
                          ["target ε", _SYMBOL[args.target], "achieved ε", "≤ target"], rows, numeric=(0, 1, 2)))
     if not met.all():
-        console.print("unattainable: no value of the parameter meets that ε with these orders")
+        console.print("unattainable: no value of the parameter meets that ε with this accountant")
     return 0
 
 
@@ -354,6 +398,7 @@ def _write_json(path: str, grid, orders: str) -> None:
     document = {
         "grid": {name: getattr(grid, name).tolist() for name in ("q", "sigma", "steps", "delta")},
         "orders": orders,
+        "accountant": grid.accountant,
         "seconds": grid.seconds,
         "results": [{k: _json_value(v) for k, v in row.items()} for row in grid.rows()],
     }
@@ -370,8 +415,8 @@ def cmd_sweep(args) -> int:
     if "plot" in paths:
         _check_plottable(args)
     # dpsgd_epsilon chunks the grid and shows its own progress bar when there is more than one chunk.
-    grid = report.epsilon_grid(args.q, args.sigma, args.steps, args.delta,
-                               orders=report.ORDER_SETS[args.orders], chunk_size=args.chunk_size)
+    grid = report.epsilon_grid(args.q, args.sigma, args.steps, args.delta, orders=report.ORDER_SETS[args.orders],
+                               chunk_size=args.chunk_size, accountant=args.accountant)
     if args.out:
         os.makedirs(args.out, exist_ok=True)
     if "csv" in paths:
@@ -380,13 +425,15 @@ def cmd_sweep(args) -> int:
         _write_json(paths["json"], grid, args.orders)
     if "plot" in paths:
         title = f"DP-SGD ε, T = {_fmt_steps(grid.steps[0])}, δ = {grid.delta[0]:g}"
-        report.plot_epsilon_grid(grid.q, grid.sigma, grid.epsilon[:, :, 0, 0], paths["plot"], title)
+        report.plot_epsilon_grid(grid.q, grid.sigma, grid.epsilon[:, :, 0, 0], paths["plot"], title,
+                                 label=_GRID_LABEL[args.accountant])
 
     eps = grid.epsilon[np.isfinite(grid.epsilon)]
     shape = " × ".join(str(a.size) for a in (grid.q, grid.sigma, grid.steps, grid.delta))
     console = _console()
     console.print(_table("ε sweep", ["", ""], [
         ["configurations", f"{grid.size:,} (q × σ × T × δ = {shape})"],
+        ["accountant", args.accountant],
         ["min ε", _fmt(eps.min()) if eps.size else "-"],
         ["median ε", _fmt(np.median(eps)) if eps.size else "-"],
         ["max ε", _fmt(eps.max()) if eps.size else "-"],
@@ -411,8 +458,9 @@ def cmd_report(args) -> int:
     files = report.write_report(args.out, quick=args.quick, status=lambda stage: console.print(f"… {stage}"))
     s = files["summary"]
     console.print(_table("privacy of the default DP-SGD setting", ["accountant", "ε"], [
-        ["RDP, improved conversion", _fmt(s["epsilon"])],
+        ["RDP, improved conversion", _fmt(s["epsilon_rdp"])],
         ["RDP, classic conversion", _fmt(s["epsilon_classic"])],
+        ["PLD [lower, upper]", _interval(s["epsilon_pld_lower"], s["epsilon_pld_upper"])],
         ["Gaussian DP, CLT (approximation)", _fmt(s["epsilon_gdp_clt_approximation"])],
     ]))
     for kind in ("report", "epsilon_grid", "sigma_vs_epsilon"):

@@ -1,7 +1,7 @@
 """Privacy reports and figures for DP-SGD: the numbers behind ``jaxpriv epsilon``, ``sweep`` and ``report``.
 
 Everything numeric comes from the public API (:func:`jaxpriv.dpsgd_epsilon`, :mod:`jaxpriv.rdp`,
-:mod:`jaxpriv.fdp`, :mod:`jaxpriv.calibrate`); this module only arranges it. Matplotlib is imported
+:mod:`jaxpriv.accounting`, :mod:`jaxpriv.fdp`, :mod:`jaxpriv.calibrate`); this module only arranges it. Matplotlib is imported
 inside the plotting functions, and figures are drawn on a bare :class:`matplotlib.figure.Figure` with
 the Agg canvas, so importing this module is cheap and the caller's pyplot backend is never touched.
 """
@@ -17,11 +17,12 @@ from typing import Callable
 
 import numpy as np
 
-from . import __version__, calibrate, fdp, rdp
+from . import __version__, accounting, calibrate, events, fdp, rdp
 from .accountant import dpsgd_epsilon
 
 __all__ = [
     "ORDER_SETS",
+    "ACCOUNTANTS",
     "DpsgdSetting",
     "EpsilonGrid",
     "privacy_summary",
@@ -33,6 +34,9 @@ __all__ = [
 
 #: Named Rényi-order grids selectable from the command line.
 ORDER_SETS = {"default": rdp.DEFAULT_ORDERS, "dp_accounting": rdp.DP_ACCOUNTING_ORDERS}
+
+#: Accountants selectable from the command line (see :mod:`jaxpriv.accounting`).
+ACCOUNTANTS = accounting.ACCOUNTANTS
 
 
 # --------------------------------------------------------------------------------------------------
@@ -60,10 +64,27 @@ class DpsgdSetting:
         return math.ceil(self.epochs * self.n / self.batch_size)
 
 
-def privacy_summary(q: float, sigma: float, steps: float, delta: float, orders=None, refine: bool = False) -> dict:
-    """ε of T steps of DP-SGD three ways: RDP with the improved and the classic conversion (both
-    rigorous bounds), and the CLT Gaussian-DP *approximation* (not a bound; shown for comparison).
-    With ``refine`` the improved-conversion ε also searches real orders between the grid points."""
+def _dpsgd_event(q, sigma, steps):
+    return events.SelfComposed(events.PoissonSampled(q, events.Gaussian(sigma)), steps)
+
+
+def _check_accountant(accountant: str) -> None:
+    if accountant not in ACCOUNTANTS:
+        raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {accountant!r}")
+
+
+def privacy_summary(q: float, sigma: float, steps: float, delta: float, orders=None, refine: bool = False,
+                    accountant: str = "best") -> dict:
+    """ε of T steps of DP-SGD four ways: RDP with the improved and the classic conversion and the PLD
+    certified interval [lower, upper] (rigorous bounds), and the CLT Gaussian-DP *approximation* (not a
+    bound; shown for comparison). With ``refine`` the improved-conversion ε also searches real orders
+    between the grid points.
+
+    ``"epsilon"`` is the upper bound of ``accountant``: ``"rdp"`` (improved conversion), ``"pld"`` (the
+    interval's upper end) or ``"best"`` (the smaller of the two). The PLD needs an integer T; for a
+    fractional T its entries are None and ``"best"`` reports RDP.
+    """
+    _check_accountant(accountant)
     orders = rdp.DEFAULT_ORDERS if orders is None else np.asarray(orders, dtype=np.float64)
     eps, order = dpsgd_epsilon(q, sigma, steps, delta, orders=orders, return_order=True, refine=refine)
     curve = rdp.compose(rdp.subsampled_gaussian(q, sigma, orders), counts=[steps])
@@ -71,15 +92,26 @@ def privacy_summary(q: float, sigma: float, steps: float, delta: float, orders=N
     mu = float(fdp.dpsgd_mu_clt(q, sigma, steps))
     # μ = 0 (q = 0 or T = 0) is perfect privacy, ε = 0; gdp_epsilon itself only accepts μ > 0.
     eps_clt = float(fdp.gdp_epsilon(mu, delta)) if mu > 0 else 0.0
+    pld_lower = pld_upper = None
+    if float(steps).is_integer():
+        pld_lower, pld_upper = map(float, accounting.epsilon_interval(_dpsgd_event(q, sigma, steps), delta))
+    elif accountant == "pld":
+        raise ValueError(f"the PLD accountant needs an integer number of steps T, got {steps!r}")
+    reported = {"rdp": float(eps), "pld": pld_upper,
+                "best": float(eps) if pld_upper is None else min(float(eps), pld_upper)}[accountant]
     return {
         "q": float(q),
         "sigma": float(sigma),
         "steps": float(steps),
         "delta": float(delta),
-        "epsilon": float(eps),
+        "accountant": accountant,
+        "epsilon": reported,
+        "epsilon_rdp": float(eps),
         "best_order": float(order),
         "epsilon_classic": float(eps_classic),
         "best_order_classic": float(order_classic),
+        "epsilon_pld_lower": pld_lower,
+        "epsilon_pld_upper": pld_upper,
         "gdp_clt_mu_approximation": mu,
         "epsilon_gdp_clt_approximation": eps_clt,
     }
@@ -88,7 +120,8 @@ def privacy_summary(q: float, sigma: float, steps: float, delta: float, orders=N
 @dataclasses.dataclass
 class EpsilonGrid:
     """ε of DP-SGD on the full grid q × σ × T × δ: arrays of shape (len(q), len(sigma), len(steps),
-    len(delta)), plus the wall time of the evaluation (compilation included)."""
+    len(delta)), plus the wall time of the evaluation (compilation included) and the accountant used.
+    ``best_order`` is the Rényi order of the RDP bound, NaN where the PLD bound is the one reported."""
 
     q: np.ndarray
     sigma: np.ndarray
@@ -97,6 +130,7 @@ class EpsilonGrid:
     epsilon: np.ndarray
     best_order: np.ndarray
     seconds: float
+    accountant: str = "rdp"
 
     @property
     def size(self) -> int:
@@ -110,18 +144,28 @@ class EpsilonGrid:
         return [dict(zip(names, map(float, values))) for values in zip(*columns)]
 
 
-def epsilon_grid(q, sigma, steps, delta, *, orders=None, chunk_size=None) -> EpsilonGrid:
-    """Evaluate :func:`jaxpriv.dpsgd_epsilon` on every combination of the four 1-D axes.
+def epsilon_grid(q, sigma, steps, delta, *, orders=None, chunk_size=None, accountant="rdp") -> EpsilonGrid:
+    """ε of DP-SGD on every combination of the four 1-D axes, by ``accountant``: ``"rdp"`` (default:
+    :func:`jaxpriv.dpsgd_epsilon`, thousands of settings per second), ``"pld"`` (:func:`jaxpriv.accounting.epsilon`,
+    far tighter at small ε but about a second per setting on a CPU) or ``"best"`` (the smaller of the two).
 
     Large grids are chunked by the library; its progress bar appears when there is more than one chunk.
     """
+    _check_accountant(accountant)
     axes = [np.atleast_1d(np.asarray(a, dtype=np.float64)) for a in (q, sigma, steps, delta)]
     # Each axis on its own dimension, so broadcasting forms the full grid without materialising it here.
     shaped = [a.reshape([-1 if i == k else 1 for i in range(4)]) for k, a in enumerate(axes)]
     start = time.perf_counter()
-    eps, order = dpsgd_epsilon(*shaped, orders=orders, return_order=True, chunk_size=chunk_size)
-    eps, order = np.asarray(eps), np.asarray(order)
-    return EpsilonGrid(*axes, epsilon=eps, best_order=order, seconds=time.perf_counter() - start)
+    if accountant == "pld":
+        order = np.full(np.broadcast_shapes(*(a.shape for a in shaped)), np.nan)
+    else:
+        eps, order = dpsgd_epsilon(*shaped, orders=orders, return_order=True, chunk_size=chunk_size)
+        eps, order = np.asarray(eps), np.asarray(order)
+    if accountant != "rdp":
+        pld = accounting.epsilon(_dpsgd_event(*shaped[:3]), shaped[3], accountant="pld", chunk_size=chunk_size)
+        eps, order = (pld, order) if accountant == "pld" else (np.minimum(eps, pld), np.where(eps <= pld, order, np.nan))
+    return EpsilonGrid(*axes, epsilon=eps, best_order=order, seconds=time.perf_counter() - start,
+                       accountant=accountant)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -140,7 +184,8 @@ def _cell_edges(x: np.ndarray, log: bool) -> np.ndarray:
     return np.exp(edges) if log else edges
 
 
-def plot_epsilon_grid(q, sigma, eps, path, title: str, mark=None) -> str:
+def plot_epsilon_grid(q, sigma, eps, path, title: str, mark=None,
+                      label: str = "ε (RDP accountant, improved conversion)") -> str:
     """Heatmap of ε over (q, σ) with a log-scaled q axis, a log colour scale and labelled ε contours.
 
     Args:
@@ -150,6 +195,7 @@ def plot_epsilon_grid(q, sigma, eps, path, title: str, mark=None) -> str:
       path: output file (the format follows the extension, e.g. ``.png``).
       title: figure title.
       mark: optional (q, σ, label) point to highlight, e.g. the current training setting.
+      label: colour bar label (name the accountant).
 
     Returns:
       ``path``.
@@ -169,7 +215,7 @@ def plot_epsilon_grid(q, sigma, eps, path, title: str, mark=None) -> str:
                          cmap="viridis_r")
     ax.set_xscale("log")
     cbar = fig.colorbar(mesh, ax=ax)
-    cbar.set_label("ε (RDP accountant, improved conversion)")
+    cbar.set_label(label)
     # Contours at round budgets that fall inside the plotted range, labelled on the lines.
     levels = [lv for lv in (0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128) if vmin < lv < vmax]
     if len(levels) and min(q.size, sigma.size) >= 2:
@@ -251,10 +297,12 @@ def _render(setting: DpsgdSetting, summary: dict, calibrated: list, affordable: 
     eps = grid.epsilon[np.isfinite(grid.epsilon)]
     targets, rates, _ = curves
     guarantee = _markdown_table(["quantity", "value", "note"], [
-        ["ε, RDP accountant (improved conversion)", f"**{s['epsilon']:.6g}**",
+        ["ε, RDP accountant (improved conversion)", f"**{s['epsilon_rdp']:.6g}**",
          f"rigorous bound; best order α = {s['best_order']:g}"],
         ["ε, RDP accountant (classic conversion)", f"{s['epsilon_classic']:.6g}",
          f"rigorous, looser; best order α = {s['best_order_classic']:g}"],
+        ["ε, PLD accountant", f"[{s['epsilon_pld_lower']:.6g}, **{s['epsilon_pld_upper']:.6g}**]",
+         "certified interval: the true ε lies in it; the upper end is a rigorous bound"],
         ["ε, Gaussian DP via the CLT", f"{s['epsilon_gdp_clt_approximation']:.6g}",
          f"*approximation, not a bound* (μ ≈ {s['gdp_clt_mu_approximation']:.6g})"],
     ])
@@ -276,10 +324,14 @@ grid ({rdp.DEFAULT_ORDERS.size} orders, a superset of dp_accounting's).
 
 {guarantee}
 
+The reported ε is **{s['epsilon']:.6g}**, the smaller of the two rigorous upper bounds (RDP and PLD). The
+calibration, training length and sweep below use the RDP accountant (fast for whole grids; PLD per setting:
+`jaxpriv calibrate/sweep --accountant pld`).
+
 ## Noise needed for a target ε
 
 σ calibrated for the same q, T and δ (conservatively: the solver keeps ε ≤ target); the achieved ε is
-recomputed from σ with the accountant.
+recomputed from σ with the RDP accountant.
 
 {noise}
 
@@ -324,8 +376,8 @@ def write_report(out_dir, *, quick: bool = False, setting: DpsgdSetting | None =
     paths = {name: os.path.join(out_dir, name + ext) for name, ext in
              (("report", ".md"), ("epsilon_grid", ".png"), ("sigma_vs_epsilon", ".png"))}
 
-    status("ε of the setting")
-    summary = privacy_summary(setting.q, setting.sigma, setting.steps, setting.delta)
+    status("ε of the setting (RDP, PLD interval, CLT)")  # one PLD evaluation: seconds, not a sweep
+    summary = privacy_summary(setting.q, setting.sigma, setting.steps, setting.delta, accountant="best")
 
     status("calibrating σ against target ε")
     curves = targets, rates, sigmas = _sigma_curves(setting, quick)
@@ -341,13 +393,13 @@ def write_report(out_dir, *, quick: bool = False, setting: DpsgdSetting | None =
     grid = epsilon_grid(np.geomspace(1e-3, 0.1, nq), np.linspace(0.6, 3.0, ns), setting.steps, setting.delta)
 
     status("drawing figures")
-    here = f"this setting (ε = {summary['epsilon']:.3g})"
+    here = f"this setting (RDP ε = {summary['epsilon_rdp']:.3g})"
     plot_epsilon_grid(grid.q, grid.sigma, grid.epsilon[:, :, 0, 0], paths["epsilon_grid"],
                       f"DP-SGD ε after T = {setting.steps:,} steps, δ = {setting.delta:g}",
                       mark=(setting.q, setting.sigma, here))
     plot_sigma_vs_epsilon(targets, rates, sigmas, paths["sigma_vs_epsilon"],
                           f"σ needed for (ε, δ = {setting.delta:g}) after T = {setting.steps:,} steps",
-                          mark=(summary["epsilon"], setting.sigma, f"this setting (σ = {setting.sigma:g})"))
+                          mark=(summary["epsilon_rdp"], setting.sigma, f"this setting (σ = {setting.sigma:g})"))
 
     with open(paths["report"], "w", encoding="utf-8") as f:
         f.write(_render(setting, summary, calibrated, affordable, grid, curves, quick))

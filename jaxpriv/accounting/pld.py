@@ -42,7 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import events as ev
-from .._batching import map_chunked
+from .._batching import batch_sharding
 from ..mechanisms import staircase
 from . import pairs
 
@@ -435,14 +435,15 @@ def _direction(step_events, counts, value, direction, h_req, query, lower, chunk
         N, sizes = int(key[0]), tuple(int(k) for k in key[1:])
 
         def kernel(take, N=N, sizes=sizes):
-            return _evaluate([jax.tree_util.tree_map(lambda x: x[take], e) for e in step_events],
-                             [jnp.asarray(starts[take, c]) for c in range(C)],
-                             [jnp.asarray(counts[take, c]) for c in range(C)],
-                             jnp.asarray(h[take]), jnp.asarray(w_start[take]), jnp.asarray(lam_up[take]),
-                             jnp.asarray(lam_dn[take]), jnp.asarray(eta[take]), jnp.asarray(value[take]),
-                             direction=direction, N=N, sizes=sizes, query=query, lower=lower)
+            args = ([jax.tree_util.tree_map(lambda x: np.asarray(x)[take], e) for e in step_events],
+                    [starts[take, c] for c in range(C)], [counts[take, c] for c in range(C)],
+                    h[take], w_start[take], lam_up[take], lam_dn[take], eta[take], value[take])
+            if jax.device_count() > 1 and take.size % jax.device_count() == 0:  # settings sharded over devices
+                args = jax.device_put(args, batch_sharding())
+            return _evaluate(*args, direction=direction, N=N, sizes=sizes, query=query, lower=lower)
 
-        per_chunk = max(1, min(chunk_size or 4096, (1 << 24) // N))
+        # bounded memory: about 2^22 grid nodes in flight per chunk (≈ 0.5 GB of intermediates)
+        per_chunk = max(jax.device_count(), min(chunk_size or 4096, (1 << 22) // N))
         upper[idx], low[idx] = _map_host(kernel, idx, per_chunk, progress)
     return upper, low
 
