@@ -22,7 +22,7 @@ from . import events, rdp
 from ._batching import map_chunked
 from ._numerics import as_output, check_array, check_broadcastable, check_orders, float64, is_concrete
 
-__all__ = ["noise_multiplier", "sampling_rate", "steps", "solve_monotone"]
+__all__ = ["calibrate", "noise_multiplier", "sampling_rate", "steps", "solve_monotone", "bisect_floats"]
 
 _XTOL = 1e-10  # bracket width in log-parameter space (relative width in the parameter)
 _MAX_EXPANSIONS = 60
@@ -92,6 +92,38 @@ def solve_monotone(safe_gap, start, step: float = math.log(8.0), *, bracket=None
             state = body(state)
     _, lo, hi, *_ = state
     return hi, jnp.isfinite(hi)
+
+
+def bisect_floats(is_high, lo, hi):
+    """Narrow ``lo < hi`` (floats ≥ 0) to adjacent float64s for a monotone predicate ``is_high``.
+
+    :func:`solve_monotone`'s companion for roots needed to the last bit (GDP's ε(δ) and μ(ε, δ), the
+    E-APES ε): non-negative float64s are ordered like their int64 bit patterns, so bisecting the
+    patterns halves the number of floats left in the bracket: 64 fixed steps reach adjacent floats
+    whatever the scale of the root (1e-300 or 1e300), with no tolerance to tune. Returns (lo, hi);
+    every moved end was evaluated, and ``is_high(hi)`` holds wherever it held at the start.
+
+    Example:
+      >>> import numpy as np
+      >>> import jax.numpy as jnp
+      >>> from jaxpriv import calibrate
+      >>> from jaxpriv._numerics import float64
+      >>> with float64():
+      ...     lo, hi = calibrate.bisect_floats(lambda x: x * x >= 2.0, jnp.float64(0.0), jnp.float64(2.0))
+      >>> float(hi) == np.nextafter(float(lo), 3.0), float(hi)
+      (True, 1.4142135623730951)
+    """
+    to_bits = lambda x: jax.lax.bitcast_convert_type(x, jnp.int64)  # noqa: E731
+    to_float = lambda b: jax.lax.bitcast_convert_type(b, jnp.float64)  # noqa: E731
+
+    def step(_, bracket):
+        lo, hi = bracket
+        mid = lo + (hi - lo) // 2
+        high = is_high(to_float(mid))
+        return jnp.where(high, lo, mid), jnp.where(high, mid, hi)
+
+    lo, hi = jax.lax.fori_loop(0, 64, step, (to_bits(lo), to_bits(hi)))
+    return to_float(lo), to_float(hi)
 
 
 def orders_key(orders) -> tuple:

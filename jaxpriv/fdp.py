@@ -22,6 +22,7 @@ import numpy as np
 from jax import lax
 from jax.scipy.special import erf, ndtr, ndtri
 
+from . import calibrate
 from ._numerics import as_output, check_array, check_broadcastable, erfcx, float64, log_expm1
 
 __all__ = [
@@ -89,27 +90,6 @@ def _log_partials(mu, epsilon):
     return log_dmu, log_deps
 
 
-def _bisect_bits(is_high, lo, hi):
-    """Narrow ``lo < hi`` (floats ≥ 0) to adjacent float64s for a monotone predicate ``is_high``.
-
-    Non-negative float64s are ordered like their int64 bit patterns, so bisecting the patterns halves
-    the number of floats left in the bracket: 64 fixed steps reach adjacent floats whatever the scale
-    of the root (1e-300 or 1e300), with no tolerance to tune. Returns (lo, hi); every moved end was
-    evaluated.
-    """
-    to_bits = lambda x: lax.bitcast_convert_type(x, jnp.int64)
-    to_float = lambda b: lax.bitcast_convert_type(b, jnp.float64)
-
-    def step(_, bracket):
-        lo, hi = bracket
-        mid = lo + (hi - lo) // 2
-        high = is_high(to_float(mid))
-        return jnp.where(high, lo, mid), jnp.where(high, mid, hi)
-
-    lo, hi = lax.fori_loop(0, 64, step, (to_bits(lo), to_bits(hi)))
-    return to_float(lo), to_float(hi)
-
-
 @jax.custom_jvp
 def _epsilon_kernel(mu, delta):
     # Compare δ itself, not its log, so the answer is consistent with gdp_delta to the last bit.
@@ -117,7 +97,7 @@ def _epsilon_kernel(mu, delta):
     # At ε = μ²/2 + μ(z + 1), z = Φ⁻¹(1 − δ): δ(ε) < Φ(−z − 1) < δ, a safe upper bracket with margin.
     upper = mu * mu / 2 + mu * (1.0 - ndtri(delta))
     upper = jnp.where(upper > 0, upper, 0.0)  # +0.0, never -0.0 (its bit pattern is negative)
-    _, eps = _bisect_bits(below, jnp.zeros_like(upper), upper)
+    _, eps = calibrate.bisect_floats(below, jnp.zeros_like(upper), upper)
     return jnp.where(below(jnp.zeros_like(mu)), 0.0, eps)  # conservative side: the end with δ ≤ target
 
 
@@ -142,7 +122,7 @@ def _mu_kernel(epsilon, delta):
     # once s ≥ 2 and e^{−s²/2} ≤ 1 − δ: a safe upper bracket.
     s = 1.0 + jnp.maximum(1.0, jnp.sqrt(-2.0 * jnp.log1p(-delta)))
     upper = s + jnp.sqrt(s * s + 2.0 * epsilon)
-    mu, _ = _bisect_bits(above, jnp.zeros_like(upper), upper)
+    mu, _ = calibrate.bisect_floats(above, jnp.zeros_like(upper), upper)
     return mu  # conservative side: the end with δ ≤ target
 
 

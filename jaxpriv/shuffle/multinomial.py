@@ -51,6 +51,7 @@ from jax.scipy.special import ndtr, ndtri
 from scipy.special import expit
 
 from .. import fdp
+from ..calibrate import bisect_floats
 from .._batching import map_chunked, static_size
 from .._numerics import check_array, check_broadcastable, float64
 from .clones import _log_half_pmf
@@ -651,7 +652,7 @@ def _delta_kernel(mu, tau, dm, eps):
 
 
 def _epsilon_kernel(mu, tau, dm, delta):
-    """Bracket and bisect ε(δ) (see :func:`eapes_epsilon`)."""
+    """Bracket ε(δ), then bisect it to adjacent floats (see :func:`eapes_epsilon`)."""
     def good(e):
         return _delta(mu, tau, dm, e) <= delta
 
@@ -672,13 +673,7 @@ def _epsilon_kernel(mu, tau, dm, delta):
 
     hi, ok_hi = lax.fori_loop(0, 30, grow, (hi, good(hi)))
 
-    def bisect(_, carry):
-        lo, hi = carry
-        mid = 0.5 * (lo + hi)
-        ok = good(mid)
-        return jnp.where(ok, lo, mid), jnp.where(ok, mid, hi)
-
-    lo, hi = lax.fori_loop(0, 200, bisect, (jnp.zeros_like(hi), hi))
+    _, hi = bisect_floats(good, jnp.zeros_like(hi), hi)
     out = jnp.where(good(jnp.zeros_like(hi)), 0.0, hi)
     return (jnp.where(ok_hi, out, jnp.inf),)
 
@@ -781,9 +776,10 @@ def eapes_delta(p, tau, delta_max, epsilon):
 
 
 def eapes_epsilon(p, tau, delta_max, delta):
-    """Smallest ε (up to bisection tolerance, rounded up) with :func:`eapes_delta` ≤ δ.
+    """Smallest ε (to adjacent floats, rounded up) with :func:`eapes_delta` ≤ δ.
 
-    δ(ε) is non-increasing (see :func:`eapes_delta`), so ε is found by 200 bisection steps on
+    δ(ε) is non-increasing (see :func:`eapes_delta`), so ε is found by bisection to adjacent floats
+    (:func:`jaxpriv.calibrate.bisect_floats`) on
     [0, ε_hi], ε_hi = max(0, μ(z + 10⁻⁶(1 + |z|) − μ/2)), z = −Φ⁻¹(τ) (there b* < τ, i.e. δ has reached
     its floor; for τ = 0 the ``fdp.gdp_epsilon`` bracket for δ' = (δ − δ_max)/(1 − δ_max)); the upper
     end, which satisfies δ(ε) ≤ δ, is returned. Returns ``inf`` when δ is below the floor
