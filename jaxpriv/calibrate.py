@@ -110,7 +110,7 @@ def bisect_floats(is_high, lo, hi):
       >>> from jaxpriv._numerics import float64
       >>> with float64():
       ...     lo, hi = calibrate.bisect_floats(lambda x: x * x >= 2.0, jnp.float64(0.0), jnp.float64(2.0))
-      >>> float(hi) == np.nextafter(float(lo), 3.0), float(hi)
+      >>> bool(float(hi) == np.nextafter(float(lo), 3.0)), float(hi)
       (True, 1.4142135623730951)
     """
     to_bits = lambda x: jax.lax.bitcast_convert_type(x, jnp.int64)  # noqa: E731
