@@ -34,8 +34,9 @@ __all__ = ["LossLaw", "gaussian", "laplace", "atoms_only", "randomized_response_
            "poisson_sampled"]
 
 #: loss values within this many standard deviations (Gaussian parts) bound the continuous support that is
-#: represented on the grid; the mass outside is not lost (it goes to +inf or to the lowest node).
-SUPPORT_SDS = 14.0
+#: represented on the grid; the mass outside (Φ(−10) ≈ 8e-24 per step) is not lost: the pessimistic grid
+#: moves it to +inf or up to the lowest node, the optimistic one drops it.
+SUPPORT_SDS = 10.0
 
 
 @dataclasses.dataclass(frozen=True)
