@@ -74,6 +74,8 @@ def _enable_compilation_cache() -> None:
         # next run would miss them all.
         os.makedirs(path, exist_ok=True)
         jax.config.update("jax_compilation_cache_dir", path)
+        # Keep the quick compilations too: the PLD accountant compiles many small kernels (seconds in all).
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -129,7 +131,7 @@ def _add_accountant(parser: argparse.ArgumentParser, default: str, why: str) -> 
     parser.add_argument(
         "--accountant", choices=ACCOUNTANTS, default=default,
         help="rdp: Rényi DP (fast, vectorised); pld: privacy loss distributions (a certified interval, "
-             "tighter, about a second per setting on a CPU); best: the smaller of the two upper bounds "
+             "tighter, seconds per setting on a CPU); best: the smaller of the two upper bounds "
              f"(default: %(default)s; {why})",
     )
 
@@ -184,8 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
             t.add_argument(f"--{name}", type=_number, required=True, help=_HELP[name])
         t.add_argument("--delta", type=_number, required=True, help=_HELP["delta"])
         _add_orders(t)
-        _add_accountant(t, "rdp", "solves in milliseconds and is differentiable; pld/best give a smaller "
-                                  "σ or T, a larger q, in seconds per target")
+        _add_accountant(t, "rdp", "fast once compiled, and differentiable; pld/best give a smaller "
+                                  "σ, a larger q or T, in seconds per target")
         t.add_argument("--json", action="store_true", help="print JSON instead of a table")
         t.set_defaults(handler=cmd_calibrate)
 
@@ -301,7 +303,7 @@ def cmd_epsilon(args) -> int:
             ["RDP, improved conversion", _fmt(s["epsilon_rdp"]), f"bound; best order α = {s['best_order']:g}"],
             ["RDP, classic conversion", _fmt(s["epsilon_classic"]),
              f"bound, looser; best order α = {s['best_order_classic']:g}"],
-            ["PLD [lower, upper]", _interval(s["epsilon_pld_lower"], s["epsilon_pld_upper"]), pld_note],
+            ["PLD \\[lower, upper]", _interval(s["epsilon_pld_lower"], s["epsilon_pld_upper"]), pld_note],
             ["Gaussian DP, CLT", _fmt(s["epsilon_gdp_clt_approximation"]),
              f"approximation, not a bound (μ ≈ {s['gdp_clt_mu_approximation']:.4g})"],
         ],
@@ -334,8 +336,8 @@ def _achieved(params: dict, delta: float, orders, accountant: str) -> np.ndarray
 
     if accountant == "rdp":
         return np.asarray(dpsgd_epsilon(delta=delta, orders=orders, **params))
-    event = events.SelfComposed(events.PoissonSampled(params["q"], events.Gaussian(params["sigma"])), params["steps"])
-    return accounting.epsilon(event, delta, accountant=accountant)
+    step = events.PoissonSampled(params["q"], events.Gaussian(params["sigma"]))
+    return accounting.epsilon(events.SelfComposed(step, params["steps"]), delta, accountant=accountant)
 
 
 def cmd_calibrate(args) -> int:
@@ -439,7 +441,7 @@ def cmd_sweep(args) -> int:
         ["max ε", _fmt(eps.max()) if eps.size else "-"],
         ["infinite ε", f"{grid.size - eps.size:,}"],
         ["time", f"{grid.seconds:.2f} s (compilation included)"],
-        ["configurations/s", f"{grid.size / grid.seconds:,.0f}"],
+        ["configurations/s", f"{rate:,.0f}" if (rate := grid.size / grid.seconds) >= 10 else f"{rate:.2g}"],
     ], numeric=()))
     for kind, path in paths.items():
         console.print(f"wrote {kind}: {escape(path)}")
@@ -460,7 +462,7 @@ def cmd_report(args) -> int:
     console.print(_table("privacy of the default DP-SGD setting", ["accountant", "ε"], [
         ["RDP, improved conversion", _fmt(s["epsilon_rdp"])],
         ["RDP, classic conversion", _fmt(s["epsilon_classic"])],
-        ["PLD [lower, upper]", _interval(s["epsilon_pld_lower"], s["epsilon_pld_upper"])],
+        ["PLD \\[lower, upper]", _interval(s["epsilon_pld_lower"], s["epsilon_pld_upper"])],
         ["Gaussian DP, CLT (approximation)", _fmt(s["epsilon_gdp_clt_approximation"])],
     ]))
     for kind in ("report", "epsilon_grid", "sigma_vs_epsilon"):

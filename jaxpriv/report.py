@@ -1,9 +1,10 @@
 """Privacy reports and figures for DP-SGD: the numbers behind ``jaxpriv epsilon``, ``sweep`` and ``report``.
 
 Everything numeric comes from the public API (:func:`jaxpriv.dpsgd_epsilon`, :mod:`jaxpriv.rdp`,
-:mod:`jaxpriv.accounting`, :mod:`jaxpriv.fdp`, :mod:`jaxpriv.calibrate`); this module only arranges it. Matplotlib is imported
-inside the plotting functions, and figures are drawn on a bare :class:`matplotlib.figure.Figure` with
-the Agg canvas, so importing this module is cheap and the caller's pyplot backend is never touched.
+:mod:`jaxpriv.accounting`, :mod:`jaxpriv.fdp`, :mod:`jaxpriv.calibrate`); this module only arranges it.
+Matplotlib is imported inside the plotting functions, and figures are drawn on a bare
+:class:`matplotlib.figure.Figure` with the Agg canvas, so importing this module is cheap and the caller's
+pyplot backend is never touched.
 """
 
 from __future__ import annotations
@@ -146,8 +147,9 @@ class EpsilonGrid:
 
 def epsilon_grid(q, sigma, steps, delta, *, orders=None, chunk_size=None, accountant="rdp") -> EpsilonGrid:
     """ε of DP-SGD on every combination of the four 1-D axes, by ``accountant``: ``"rdp"`` (default:
-    :func:`jaxpriv.dpsgd_epsilon`, thousands of settings per second), ``"pld"`` (:func:`jaxpriv.accounting.epsilon`,
-    far tighter at small ε but about a second per setting on a CPU) or ``"best"`` (the smaller of the two).
+    :func:`jaxpriv.dpsgd_epsilon`, thousands of settings per second), ``"pld"``
+    (:func:`jaxpriv.accounting.epsilon`: tighter, but about a second per setting on a CPU) or ``"best"``
+    (the smaller of the two upper bounds).
 
     Large grids are chunked by the library; its progress bar appears when there is more than one chunk.
     """
@@ -163,7 +165,10 @@ def epsilon_grid(q, sigma, steps, delta, *, orders=None, chunk_size=None, accoun
         eps, order = np.asarray(eps), np.asarray(order)
     if accountant != "rdp":
         pld = accounting.epsilon(_dpsgd_event(*shaped[:3]), shaped[3], accountant="pld", chunk_size=chunk_size)
-        eps, order = (pld, order) if accountant == "pld" else (np.minimum(eps, pld), np.where(eps <= pld, order, np.nan))
+        if accountant == "pld":
+            eps = pld
+        else:
+            eps, order = np.minimum(eps, pld), np.where(eps <= pld, order, np.nan)
     return EpsilonGrid(*axes, epsilon=eps, best_order=order, seconds=time.perf_counter() - start,
                        accountant=accountant)
 
@@ -297,11 +302,11 @@ def _render(setting: DpsgdSetting, summary: dict, calibrated: list, affordable: 
     eps = grid.epsilon[np.isfinite(grid.epsilon)]
     targets, rates, _ = curves
     guarantee = _markdown_table(["quantity", "value", "note"], [
-        ["ε, RDP accountant (improved conversion)", f"**{s['epsilon_rdp']:.6g}**",
+        ["ε, RDP accountant (improved conversion)", f"{s['epsilon_rdp']:.6g}",
          f"rigorous bound; best order α = {s['best_order']:g}"],
         ["ε, RDP accountant (classic conversion)", f"{s['epsilon_classic']:.6g}",
          f"rigorous, looser; best order α = {s['best_order_classic']:g}"],
-        ["ε, PLD accountant", f"[{s['epsilon_pld_lower']:.6g}, **{s['epsilon_pld_upper']:.6g}**]",
+        ["ε, PLD accountant", f"[{s['epsilon_pld_lower']:.6g}, {s['epsilon_pld_upper']:.6g}]",
          "certified interval: the true ε lies in it; the upper end is a rigorous bound"],
         ["ε, Gaussian DP via the CLT", f"{s['epsilon_gdp_clt_approximation']:.6g}",
          f"*approximation, not a bound* (μ ≈ {s['gdp_clt_mu_approximation']:.6g})"],

@@ -47,10 +47,12 @@ def test_epsilon_json(capsys):
     code, out, _ = run(capsys, "epsilon", *REFERENCE, "--json")
     assert code == 0
     data = json.loads(out)
-    assert data["epsilon"] == pytest.approx(5.632, abs=5e-4)
-    assert data["epsilon"] <= 5.632010670  # SPEC §1.8: exact RDP is never above dp_accounting's value
-    assert data["epsilon"] == float(jaxpriv.dpsgd_epsilon(0.01, 1.1, 10_000, 1e-5))
-    assert data["epsilon_classic"] > data["epsilon"]  # the classic conversion is looser
+    assert data["epsilon_rdp"] == pytest.approx(5.632, abs=5e-4)
+    assert data["epsilon_rdp"] <= 5.632010670  # SPEC §1.8: exact RDP is never above dp_accounting's value
+    assert data["epsilon_rdp"] == float(jaxpriv.dpsgd_epsilon(0.01, 1.1, 10_000, 1e-5))
+    assert data["epsilon_classic"] > data["epsilon_rdp"]  # the classic conversion is looser
+    # the default accountant "best" reports the smaller upper bound: here the PLD's
+    assert data["accountant"] == "best" and data["epsilon"] == data["epsilon_pld_upper"] < data["epsilon_rdp"]
     assert data["gdp_clt_mu_approximation"] > 0 and data["epsilon_gdp_clt_approximation"] > 0
     assert data["best_order"] > 1
 
@@ -61,6 +63,7 @@ def test_epsilon_without_sampling_is_zero(capsys):
     assert code == 0
     data = json.loads(out)
     assert data["epsilon"] == data["epsilon_classic"] == data["epsilon_gdp_clt_approximation"] == 0.0
+    assert data["epsilon_pld_lower"] == data["epsilon_pld_upper"] == 0.0
 
 
 # --------------------------------------------------------------------------------------------------
@@ -145,6 +148,7 @@ def test_report_quick(tmp_path, capsys):
     for heading in ("## Privacy guarantee", "## Noise needed for a target ε", "## Training length affordable"):
         assert heading in text
     assert "approximation" in text and "14,063 steps" in text
+    assert "ε, PLD accountant | [2.37" in text and "PLD [lower, upper]" in out  # the certified interval
     for name in ("epsilon_grid.png", "sigma_vs_epsilon.png"):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
         assert name in text and name in out
@@ -236,7 +240,7 @@ def test_epsilon_refine_is_never_worse(capsys):
     assert main(["epsilon", "--q", "0.01", "--sigma", "1.1", "--steps", "10000", "--delta", "1e-5", "--json",
                  "--refine"]) == 0
     refined = json.loads(capsys.readouterr().out)
-    assert refined["epsilon"] < grid["epsilon"] and refined["best_order"] != grid["best_order"]
+    assert refined["epsilon_rdp"] < grid["epsilon_rdp"] and refined["best_order"] != grid["best_order"]
 
 
 def test_shuffle_json_reproduces_unis_and_writes_figures(capsys, tmp_path):
