@@ -214,7 +214,15 @@ def _walk(event) -> Iterator:
 
 def validate(event) -> None:
     """Check an event's structure and every concrete number; ``ValueError`` naming the parameter and its
-    valid range otherwise (traced numbers pass unchecked, as everywhere in jaxpriv)."""
+    valid range otherwise (traced numbers pass unchecked, as everywhere in jaxpriv).
+
+    Example:
+      >>> from jaxpriv import events
+      >>> events.validate(events.PoissonSampled(1.5, events.Gaussian(1.0)))
+      Traceback (most recent call last):
+      ...
+      ValueError: PoissonSampled rate q must lie in [0.0, 1.0], got 1.5
+    """
     if not isinstance(event, EVENT_TYPES):
         raise ValueError(f"event must be a jaxpriv.events event (or a dp_accounting DpEvent converted with "
                          f"events.from_dp_accounting); got {type(event).__name__}")
@@ -245,13 +253,26 @@ def validate(event) -> None:
 
 
 def leaves(event) -> list:
-    """The numeric leaves of ``event`` (None fields are not leaves), in pytree order."""
+    """The numeric leaves of ``event`` (None fields are not leaves), in pytree order.
+
+    Example:
+      >>> from jaxpriv import events
+      >>> events.leaves(events.SelfComposed(events.PoissonSampled(0.01, events.Gaussian(1.1)), 100))
+      [0.01, 1.1, 100]
+    """
     return jax.tree_util.tree_leaves(event)
 
 
 def batch_shape(event) -> tuple:
     """Broadcast shape of every numeric leaf: the batch of settings the event describes. Personalized
-    ``Shuffled`` budgets are a population, not a batch, and do not count. ``ValueError`` on a mismatch."""
+    ``Shuffled`` budgets are a population, not a batch, and do not count. ``ValueError`` on a mismatch.
+
+    Example:
+      >>> import numpy as np
+      >>> from jaxpriv import events
+      >>> events.batch_shape(events.PoissonSampled(np.ones((3, 1)), events.Gaussian(np.ones(4))))
+      (3, 4)
+    """
     shapes = {}
     for i, node in enumerate(_walk(event)):
         if isinstance(node, Shuffled) and node.personalized:
@@ -264,7 +285,13 @@ def batch_shape(event) -> tuple:
 
 
 def map_numbers(event, fn: Callable[[str, Any], Any]):
-    """A copy of ``event`` with every numeric field ``x`` of a batched node replaced by ``fn(name, x)``."""
+    """A copy of ``event`` with every numeric field ``x`` of a batched node replaced by ``fn(name, x)``.
+
+    Example:
+      >>> from jaxpriv import events
+      >>> events.map_numbers(events.PoissonSampled(0.5, events.Gaussian(2.0)), lambda name, x: 2 * x)
+      PoissonSampled(rate=1.0, event=Gaussian(noise_multiplier=4.0))
+    """
     if isinstance(event, Shuffled) and event.personalized:
         return event
     updates = {f: fn(f, getattr(event, f)) for f, *_ in _RANGES.get(type(event), ()) if getattr(event, f) is not None}
