@@ -115,11 +115,12 @@ def staircase_law(epsilon, gamma) -> LossLaw:
 
 
 def _log_one_minus_q_plus_q_exp(q, loss):
-    """g(ℓ) = log(1 − q + q e^ℓ), computed as log1p(q·expm1(ℓ)) for moderate ℓ, as a log-sum-exp beyond."""
-    big = loss > 30.0
-    near = jnp.log1p(q * jnp.expm1(jnp.where(big, 0.0, loss)))
-    far = jnp.logaddexp(jnp.log1p(-q), jnp.log(q) + jnp.where(big, loss, 30.0))
-    return jnp.where(big, far, near)
+    """g(ℓ) = log(1 − q + q e^ℓ): log1p(q·expm1(ℓ)) while |q·expm1(ℓ)| ≤ ½ (exact for small q or ℓ), a
+    log-sum-exp of log(1 − q) and log q + ℓ beyond (no overflow for large ℓ, no cancellation as q → 1)."""
+    x = q * jnp.expm1(jnp.minimum(loss, 30.0))
+    near = jnp.log1p(jnp.clip(x, -0.5, 0.5))
+    far = jnp.logaddexp(jnp.log1p(-q), jnp.log(q) + loss)
+    return jnp.where(jnp.abs(x) <= 0.5, near, far)
 
 
 def _inverse(q, loss):

@@ -150,22 +150,24 @@ def discretise(step_law: pairs.LossLaw, start, n: int, h):
     if a_loss.shape[0]:
         finite = jnp.isfinite(a_loss)
         loss = jnp.where(finite, a_loss, 0.0)
-        up_loss = loss + 4 * _U * jnp.abs(loss)  # rounding: place atoms no lower than they are
-        dn_loss = loss - 4 * _U * jnp.abs(loss)
-        up = jnp.ceil(up_loss / h - start)
-        up = jnp.where((start + up) * h < up_loss, up + 1, up)
-        low = jnp.clip(jnp.expm1((start + up) * h - up_loss) / jnp.expm1(h) - margin, 0.0, 1.0)
+        node = lambda i: (start + i) * h  # noqa: E731  (computed exactly as the grid's nodes are)
+        # the smallest node ≥ the atom and the largest node ≤ it, compared in floating point as they are
+        up = jnp.ceil(loss / h - start)
+        up = jnp.where(node(up) < loss, up + 1, up)
+        up = jnp.where(node(up - 1) >= loss, up - 1, up)
+        low = jnp.clip(jnp.expm1(node(up) - loss) / jnp.expm1(h) - margin, 0.0, 1.0)
         low = jnp.where(up <= 0, 0.0, low)
         upi = jnp.clip(up, 0, n - 1).astype(jnp.int32)
         inside = finite & (up <= n - 1)
         pess = pess.at[upi].add(jnp.where(inside, a_p * (1.0 - low), 0.0))
         pess = pess.at[jnp.maximum(upi - 1, 0)].add(jnp.where(inside, a_p * low, 0.0))
         pess_inf = pess_inf + jnp.sum(jnp.where(inside, 0.0, a_p))
-        dn = jnp.floor(dn_loss / h - start)
-        dn = jnp.where((start + dn) * h > dn_loss, dn - 1, dn)
+        dn = jnp.floor(loss / h - start)
+        dn = jnp.where(node(dn) > loss, dn - 1, dn)
+        dn = jnp.where(node(dn + 1) <= loss, dn + 1, dn)
         keep = finite & (dn >= 0) & (dn <= n - 1)
         opt = opt.at[jnp.clip(dn, 0, n - 1).astype(jnp.int32)].add(jnp.where(keep, a_p, 0.0))
-        frac = frac + jnp.sum(jnp.where(keep, a_p * jnp.maximum(dn_loss - (start + dn) * h, 0.0), 0.0))
+        frac = frac + jnp.sum(jnp.where(keep, a_p * jnp.maximum(loss - node(dn), 0.0) * (1.0 - 1e-9), 0.0))
         opt_inf = jnp.sum(jnp.where(jnp.isposinf(a_loss), a_p, 0.0))
     else:
         opt_inf = jnp.float64(0.0)
@@ -190,9 +192,9 @@ def _probe(step, start, h, *, direction: str, n: int):
     below it; the bounds that enter δ are computed from both pmfs later)."""
 
     def one(e, s, hh):
-        pess, _, _, _, _ = discretise(law(e, direction), s, n, hh)
+        pess, pinf, _, _, _ = discretise(law(e, direction), s, n, hh)
         nodes = (s + jnp.arange(n, dtype=jnp.float64)) * hh
-        return _log_mgf(pess, nodes)
+        return jnp.append(_log_mgf(pess, nodes), jnp.log1p(-pinf))
 
     return jax.vmap(one)(step, start, h)
 
@@ -202,20 +204,29 @@ def _probe(step, start, h, *, direction: str, n: int):
 # --------------------------------------------------------------------------------------------------
 
 
+def _power(z, count):
+    """z^T of a spectrum (T = 0 gives 1; a zero coefficient stays 0)."""
+    zero = jnp.abs(z) == 0
+    power = jnp.exp(count * jnp.log(jnp.where(zero, 1.0, z)))
+    return jnp.where(count == 0, 1.0, jnp.where(zero, 0.0, power))
+
+
 def _compose(pmfs, counts, starts, window_start, N: int):
     """Σ of independent losses: pmfs (each from its own start) raised to their counts, on N circular nodes
-    whose first node is ``window_start``. Returns the composed pmf in window order."""
-    spectrum = jnp.ones(N // 2 + 1, dtype=jnp.complex128)
-    offset = jnp.int64(0)
-    for pmf, count, start in zip(pmfs, counts, starts):
-        z = jnp.fft.rfft(pmf)
-        zero = jnp.abs(z) == 0
-        power = jnp.exp(count * jnp.log(jnp.where(zero, 1.0, z)))
-        spectrum = spectrum * jnp.where(count == 0, 1.0, jnp.where(zero, 0.0, power))
-        offset = offset + count.astype(jnp.int64) * start.astype(jnp.int64)
+    whose first node is ``window_start``. Returns the composed pmf in window order and the rounding
+    scale of the computation: Σ_c T_c‖y_{−c}‖₂ (y_{−c}: one step of c fewer), which bounds how much a
+    coefficient's forward-FFT error can grow through the power (|d(z^T)| = T|z|^{T−1}|dz|, Parseval)."""
+    spectra = [jnp.fft.rfft(pmf) for pmf in pmfs]
+    powers = [_power(z, t) for z, t in zip(spectra, counts)]
+    spectrum = functools.reduce(jnp.multiply, powers, jnp.ones(N // 2 + 1, dtype=jnp.complex128))
+    growth = 0.0
+    for c, (z, t) in enumerate(zip(spectra, counts)):
+        fewer = functools.reduce(jnp.multiply, [p for i, p in enumerate(powers) if i != c], _power(z, jnp.maximum(t - 1, 0)))
+        growth = growth + t * jnp.linalg.norm(jnp.fft.irfft(fewer, n=N))
+    offset = sum(t.astype(jnp.int64) * s.astype(jnp.int64) for t, s in zip(counts, starts))
     composed = jnp.fft.irfft(spectrum, n=N)
     shift = jnp.mod(offset - window_start.astype(jnp.int64), N)
-    return jnp.roll(composed, shift)
+    return jnp.roll(composed, shift), growth
 
 
 def _suffix_sums(pmf, nodes):
@@ -224,11 +235,6 @@ def _suffix_sums(pmf, nodes):
     logp = jnp.where(pmf > 0, jnp.log(jnp.where(pmf > 0, pmf, 1.0)), -jnp.inf)
     log_s2 = jax.lax.cumlogsumexp(logp - nodes, reverse=True)
     return jnp.append(s1, 0.0), jnp.append(log_s2, -jnp.inf)
-
-
-def _delta_at(pmf, nodes, eps):
-    """δ(ε) = Σ_{ℓ_k > ε} p_k (1 − e^{ε − ℓ_k}) of a discrete PLD (finite part)."""
-    return jnp.sum(jnp.where(nodes > eps, pmf * -jnp.expm1(jnp.minimum(eps - nodes, 0.0)), 0.0))
 
 
 def _epsilon_for(pmf, nodes, target, upper: bool):
@@ -248,27 +254,68 @@ def _epsilon_for(pmf, nodes, target, upper: bool):
     return jnp.where(target < 0, jnp.inf, eps)
 
 
-def _fp_allowance(pmf, N: int, total_count):
-    """Floating-point error of the FFT composition on δ (see the module docstring)."""
-    l2 = jnp.sqrt(jnp.sum(pmf * pmf))
-    # FFTs and the power: ≲ u·(T + log₂N)·‖p‖₂ per entry in ℓ2, ≤ √N times that on δ (weights ≤ 1);
-    # the suffix sums behind ε(δ): ≤ N·u (sequential summation of masses ≤ 1)
-    return 64.0 * _U * math.sqrt(N) * (total_count + math.log2(N)) * l2 + 2.0 * _U * N
+def _delta_sum(pmf, nodes, eps, upper: bool):
+    """δ(ε) = Σ_{ℓ_k > ε} p_k (1 − e^{ε − ℓ_k}) of a discrete PLD (finite part) by a direct (tree) sum,
+    moved by the bound on that sum's rounding: up when ``upper``, down otherwise."""
+    terms = jnp.where(nodes > eps, pmf * -jnp.expm1(jnp.minimum(eps - nodes, 0.0)), 0.0)
+    slack = 4.0 * _U * math.log2(nodes.shape[0]) * jnp.sum(jnp.abs(terms))
+    total = jnp.sum(terms)
+    return total + slack if upper else total - slack
+
+
+def _fp_allowance(nodes, eps, l2_terms, reachable):
+    """Rounding of the FFT composition on δ(ε). A forward FFT's coefficient errs by ≲ u·log₂N·‖p‖₁
+    (‖p‖₁ ≤ 1); through the power it becomes T|z|^{T−1} times that, ≲ u·log₂N·Σ_c T_c‖y_{−c}‖₂ in ℓ2
+    after the inverse FFT (Parseval); the power's own exp/log and the inverse FFT add
+    ≲ u·(4T + log₂N)·‖y‖₂. ``l2_terms`` carries these scales (8× margin on the constants), and δ(ε)
+    weighs the pmf by w_k = (1 − e^{ε−ℓ_k})₊ ∈ [0, 1], so Cauchy-Schwarz bounds the error on δ by
+    ‖w(ε)‖₂ times it. ‖w(ε)‖₂ decreases in ε: the value at ε bounds every larger ε."""
+    w = jnp.where(reachable & (nodes > eps), -jnp.expm1(jnp.minimum(eps - nodes, 0.0)), 0.0)
+    return 8.0 * _U * math.log2(nodes.shape[0]) * jnp.sqrt(jnp.sum(w * w)) * l2_terms
+
+
+_STEPS = np.array([0.0, 0.25, 1.0, 4.0, 16.0, 64.0, 256.0, 1024.0])  # in units of h: where to re-check
+
+
+def _certified_upper(pmf, nodes, target, extra, l2_terms, h, reachable):
+    """Smallest checked ε with δ(ε) + extra + FFT allowance ≤ target, found by the suffix sums and then
+    certified by direct sums (the suffix sums' rounding grows with N; direct sums' does not)."""
+    eps0 = _epsilon_for(pmf, nodes, target - extra, True)
+    budget = target - extra - _fp_allowance(nodes, eps0, l2_terms, reachable)  # valid for every ε ≥ eps0
+    eps1 = jnp.maximum(_epsilon_for(pmf, nodes, budget, True), eps0)
+    tries = eps1 + h * jnp.asarray(_STEPS)
+    ok = jax.vmap(lambda e: _delta_sum(pmf, nodes, e, True))(tries) <= budget
+    return jnp.where(jnp.any(ok) & (budget > 0), tries[jnp.argmax(ok)], jnp.inf)
+
+
+def _certified_lower(pmf, nodes, target, extra, l2_terms, h, reachable):
+    """Largest checked ε such that δ_opt(ε') − extra − FFT allowance > target for every ε' < ε (so the
+    true ε is at least it); −inf when none is found."""
+    eps0 = _epsilon_for(pmf, nodes, target + extra, False)
+    floor = eps0 - h * _STEPS[-1]
+    budget = target + extra + _fp_allowance(nodes, floor, l2_terms, reachable)  # valid for every ε ≥ floor
+    eps1 = jnp.minimum(_epsilon_for(pmf, nodes, budget, False), eps0)
+    tries = eps1 - h * jnp.asarray(_STEPS)
+    below = tries - 1e-12 * (1.0 + jnp.abs(tries))
+    ok = (jax.vmap(lambda e: _delta_sum(pmf, nodes, e, False))(below) > budget) & (tries >= floor)
+    return jnp.where(jnp.any(ok), tries[jnp.argmax(ok)], -jnp.inf)
 
 
 def _chernoff_mass(log_mgf_total, lam, edge):
-    """Pr[ΣL beyond edge] ≤ exp(log M(λ) − λ·edge), for λ > 0 (above) or λ < 0 (below)."""
-    return jnp.exp(jnp.minimum(log_mgf_total - lam * edge, 700.0)) * (1.0 + 1e-9)
+    """Pr[ΣL beyond edge] ≤ exp(log M(λ) − λ·edge), for λ > 0 (above) or λ < 0 (below); λ = 0 marks a
+    side where the window covers every reachable loss (nothing beyond it)."""
+    bound = jnp.exp(jnp.minimum(log_mgf_total - lam * edge, 700.0)) * (1.0 + 1e-9)
+    return jnp.where(lam == 0, 0.0, bound)
 
 
 @functools.partial(jax.jit, static_argnames=("direction", "N", "sizes", "query", "lower"))
-def _evaluate(steps, starts, counts, h, window_start, lam_up, lam_dn, eta, value, *, direction: str, N: int,
-              sizes: tuple, query: str, lower: bool):
+def _evaluate(steps, starts, counts, h, window_start, lam_up, lam_dn, eta, value, reach, *, direction: str,
+              N: int, sizes: tuple, query: str, lower: bool):
     """(upper, lower) of ε(δ = value) or δ(ε = value), vmapped over settings; each step is discretised on
     its own ``sizes[c]`` nodes and padded to the N of the composed grid. ``lower=False`` skips the
     optimistic side (returns NaN for it)."""
 
-    def one(step_events, step_starts, step_counts, hh, w0, l_up, l_dn, eta, x):
+    def one(step_events, step_starts, step_counts, hh, w0, l_up, l_dn, eta, x, reach_ends):
         pess, opt = [], []
         log_pinf = log_oinf = frac = 0.0
         mgf_pess, mgf_opt = jnp.zeros(2), jnp.zeros(2)
@@ -287,30 +334,40 @@ def _evaluate(steps, starts, counts, h, window_start, lam_up, lam_dn, eta, value
         total = sum(step_counts)
         nodes = (w0 + jnp.arange(N, dtype=jnp.float64)) * hh
         top, bottom = nodes[-1] + 0.5 * hh, nodes[0] - 0.5 * hh
+        # nodes the sum cannot reach hold only FFT rounding: their true mass is 0
+        reachable = (nodes >= reach_ends[0] - 0.5 * hh) & (nodes <= reach_ends[1] + 0.5 * hh)
         alias_pess = _chernoff_mass(mgf_pess[0], l_up, top) + _chernoff_mass(mgf_pess[1], l_dn, bottom)
-        composed_pess = _compose(pess, step_counts, step_starts, w0, N)
+        composed_pess, growth = _compose(pess, step_counts, step_starts, w0, N)
+        composed_pess = jnp.where(reachable, composed_pess, 0.0)
         inf_pess = -jnp.expm1(log_pinf)
-        fp_pess = _fp_allowance(composed_pess, N, total)
+        l2_pess = growth + (4.0 * total / math.log2(N) + 1.0) * jnp.linalg.norm(composed_pess)
         if query == "epsilon":
-            upper = jnp.maximum(_epsilon_for(composed_pess, nodes, x - inf_pess - alias_pess - fp_pess, True), 0.0)
+            upper = _certified_upper(composed_pess, nodes, x, inf_pess + alias_pess, l2_pess, hh, reachable)
+            upper = jnp.maximum(upper, 0.0)
         else:
-            upper = jnp.clip(_delta_at(composed_pess, nodes, x) + inf_pess + alias_pess + fp_pess, 0.0, 1.0)
+            upper = (_delta_sum(composed_pess, nodes, x, True) + inf_pess + alias_pess
+                     + _fp_allowance(nodes, x, l2_pess, reachable))
+            upper = jnp.clip(upper, 0.0, 1.0)
         if not lower:
             return upper, jnp.nan
         alias_opt = _chernoff_mass(mgf_opt[0], l_up, top) + _chernoff_mass(mgf_opt[1], l_dn, bottom)
-        composed_opt = _compose(opt, step_counts, step_starts, w0, N)
+        composed_opt, growth_opt = _compose(opt, step_counts, step_starts, w0, N)
+        composed_opt = jnp.where(reachable, composed_opt, 0.0)
         inf_opt = -jnp.expm1(log_oinf)
-        fp_opt = _fp_allowance(composed_opt, N, total)
+        l2_opt = growth_opt + (4.0 * total / math.log2(N) + 1.0) * jnp.linalg.norm(composed_opt)
         # Hoeffding: Pr[ΣF < E ΣF − s] ≤ η for T fractional parts in [0, h)
         shift = jnp.maximum(frac - hh * jnp.sqrt(total * jnp.log(1.0 / eta) / 2.0), 0.0)
         if query == "epsilon":
-            low = jnp.maximum(_epsilon_for(composed_opt, nodes, x - inf_opt + alias_opt + fp_opt + eta, False)
-                              + shift, 0.0)
+            low = _certified_lower(composed_opt, nodes, x - inf_opt, alias_opt + eta, l2_opt, hh, reachable)
+            low = jnp.maximum(low + shift, 0.0)
+            low = jnp.where(x - inf_opt + alias_opt + eta < 0, jnp.inf, low)
         else:
-            low = jnp.clip(_delta_at(composed_opt, nodes, x - shift) + inf_opt - alias_opt - fp_opt - eta, 0.0, 1.0)
+            low = (_delta_sum(composed_opt, nodes, x - shift, False) + inf_opt - alias_opt - eta
+                   - _fp_allowance(nodes, x - shift, l2_opt, reachable))
+            low = jnp.clip(low, 0.0, 1.0)
         return upper, low
 
-    return jax.vmap(one)(steps, starts, counts, h, window_start, lam_up, lam_dn, eta, value)
+    return jax.vmap(one)(steps, starts, counts, h, window_start, lam_up, lam_dn, eta, value, reach)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -377,6 +434,8 @@ def interval(event, value, *, query: str, discretization=None, lower: bool = Tru
     ``discretization`` and ``lower``, settings whose interval is wider than :data:`TARGET_WIDTH` of its
     upper end are recomputed with h divided by up to 64 (two rounds at most)."""
     B = value.shape[0]
+    if not components(event):  # nothing released: ε = 0 at every δ, δ = 0 at every ε
+        return np.zeros(B), np.zeros(B)
     h = np.full(B, DEFAULT_INTERVAL if discretization is None else float(discretization))
     upper, low = _interval_at(event, value, h, query, lower, chunk_size, progress)
     if discretization is not None or not lower:
@@ -399,13 +458,23 @@ def _interval_at(event, value, h, query, lower, chunk_size, progress):
     B = value.shape[0]
     step_events = [jax.tree_util.tree_map(lambda x: jnp.asarray(np.broadcast_to(np.asarray(x, np.float64), (B,))), e)
                    for e, _ in steps]
-    counts = np.stack([np.broadcast_to(np.asarray(c, np.float64), (B,)) for _, c in steps], axis=-1)  # (B, C)
+    counts = np.stack([np.broadcast_to(np.asarray(c, np.float64), (B,)) * ~_never_sampled(e, B) for e, c in steps],
+                      axis=-1)  # (B, C); a step that samples nobody releases nothing
     directions = ("remove",) if symmetric(event) else ("remove", "add")
     worst_up, worst_lo = np.full(B, -np.inf), np.full(B, -np.inf)
     for direction in directions:
         up, lo = _direction(step_events, counts, value, direction, h, query, lower, chunk_size, progress)
         worst_up, worst_lo = np.maximum(worst_up, up), np.maximum(worst_lo, lo)
     return worst_up, worst_lo
+
+
+def _never_sampled(step, B: int) -> np.ndarray:
+    """True where some Poisson sampling around the step has rate 0 (the step then releases nothing)."""
+    out = np.zeros(B, bool)
+    while isinstance(step, ev.PoissonSampled):
+        out |= np.broadcast_to(np.asarray(step.rate, np.float64) == 0.0, (B,))
+        step = step.event
+    return out
 
 
 def _direction(step_events, counts, value, direction, h_req, query, lower, chunk_size, progress):
@@ -415,18 +484,28 @@ def _direction(step_events, counts, value, direction, h_req, query, lower, chunk
     h = np.maximum(h_req, step_width / (MAX_GRID // 4))  # h_req: one spacing per setting
     for _ in range(3):  # widen h where the composed window would not fit in MAX_GRID nodes
         starts = np.stack([np.floor(lo / h) - 1 for lo, _ in spans], -1)
-        log_mgf = np.zeros((B, _LAMBDAS.size))
+        log_mgf = np.zeros((B, _LAMBDAS.size + 1))
         for c, (lo, hi) in enumerate(spans):
             sizes = np.vectorize(_step_bucket)((np.ceil(hi / h) + 2 - starts[:, c]).astype(np.int64))
             log_mgf += counts[:, c:c + 1] * _run_probe(step_events[c], starts[:, c], h, sizes, direction)
+        log_finite = log_mgf[:, -1]  # log Pr[no +inf loss] of the composition
+        log_mgf = log_mgf[:, :-1]
         w_lo, w_hi, lam_dn, lam_up = _window(log_mgf, math.log(_TAIL))
         if lower:  # the optimistic sum lies up to T·h below the pessimistic one
             w_lo = w_lo - counts.sum(-1) * h
+        # never beyond what the sum can reach (bounded losses: pure-ε mechanisms, small T)
+        reach_lo = sum(counts[:, c] * starts[:, c] for c in range(C)) * h
+        reach_hi = sum(counts[:, c] * (np.ceil(hi / h) + 1) for c, (_, hi) in enumerate(spans)) * h
+        covers_lo, covers_hi = w_lo <= reach_lo, w_hi >= reach_hi
+        w_lo, w_hi = np.maximum(w_lo, reach_lo), np.minimum(w_hi, reach_hi)
         nodes_needed = np.maximum((w_hi - w_lo) / h, step_width / h) + 8
         if (nodes_needed <= MAX_GRID).all():
             break
         h = np.where(nodes_needed > MAX_GRID, h * np.ceil(nodes_needed / MAX_GRID * 1.1), h)
     grid = np.vectorize(_bucket)(np.minimum(nodes_needed, MAX_GRID).astype(np.int64))
+    reach = np.stack([reach_lo, reach_hi], -1)
+    # a window that covers everything the sum can reach on a side wraps nothing around from that side
+    lam_dn, lam_up = np.where(covers_lo, 0.0, lam_dn), np.where(covers_hi, 0.0, lam_up)
     w_start = np.floor(w_lo / h) - 2
     eta = np.full(B, 1e-12) if query == "delta" else np.maximum(1e-3 * value, 1e-300)
     step_sizes = np.stack([np.vectorize(_step_bucket)((np.ceil(hi / h) + 2 - starts[:, c]).astype(np.int64))
@@ -440,7 +519,7 @@ def _direction(step_events, counts, value, direction, h_req, query, lower, chunk
         def kernel(take, N=N, sizes=sizes):
             args = ([jax.tree_util.tree_map(lambda x: np.asarray(x)[take], e) for e in step_events],
                     [starts[take, c] for c in range(C)], [counts[take, c] for c in range(C)],
-                    h[take], w_start[take], lam_up[take], lam_dn[take], eta[take], value[take])
+                    h[take], w_start[take], lam_up[take], lam_dn[take], eta[take], value[take], reach[take])
             if jax.device_count() > 1 and take.size % jax.device_count() == 0:  # settings sharded over devices
                 args = jax.device_put(args, batch_sharding())
             return _evaluate(*args, direction=direction, N=N, sizes=sizes, query=query, lower=lower)
@@ -448,7 +527,25 @@ def _direction(step_events, counts, value, direction, h_req, query, lower, chunk
         # bounded memory: about 2^22 grid nodes in flight per chunk (≈ 0.5 GB of intermediates)
         per_chunk = max(jax.device_count(), min(chunk_size or 4096, (1 << 22) // N))
         upper[idx], low[idx] = _map_host(kernel, idx, per_chunk, progress)
-    return upper, low
+    return np.minimum(upper, _chernoff_upper(log_mgf, log_finite, value, query)), low
+
+
+def _chernoff_upper(log_mgf, log_finite, value, query):
+    """A second valid upper bound from the same pessimistic pmfs, with no FFT and no absolute rounding
+    floor: (1 − e^{ε−L})₊ ≤ e^{λ(L−ε)}·λ^λ/(λ+1)^{λ+1} for λ > 0, so δ(ε) ≤ Pr[L = ∞] + M(λ)^T e^{−λε}
+    λ^λ/(λ+1)^{λ+1} (the composed MGF in log space, relative precision). It takes over where δ is so small
+    that the FFT's rounding allowance would swamp it (δ ≲ 1e-11)."""
+    lam = _LAMBDAS[_LAMBDAS > 0]
+    log_m = log_mgf[:, _LAMBDAS > 0] + (lam * np.log(lam) - (lam + 1.0) * np.log1p(lam))
+    log_m = log_m + 1e-9 * np.abs(log_m) + 1e-12  # the log-sum-exps' rounding, upward
+    p_inf = -np.expm1(log_finite)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if query == "epsilon":
+            room = np.log(value - p_inf)[:, None]  # −inf or NaN when the +inf atom alone exceeds δ
+            eps = np.min((log_m - room) / lam, axis=-1)
+            return np.where(np.isfinite(room[:, 0]), np.maximum(eps, 0.0), np.inf)
+        delta = p_inf + np.exp(np.min(log_m - lam * value[:, None], axis=-1))
+        return np.minimum(delta * (1.0 + 1e-12), 1.0)
 
 
 def _map_host(kernel, idx: np.ndarray, chunk: int, progress):
@@ -476,9 +573,10 @@ def _map_host(kernel, idx: np.ndarray, chunk: int, progress):
 
 
 def _run_probe(step, start, h, sizes, direction):
-    """Pass 1 for one step over the whole batch, grouped by grid size, in chunks of one compiled size."""
+    """Pass 1 for one step over the whole batch, grouped by grid size, in chunks of one compiled size:
+    the log-MGF on the λ grid and, last, log(1 − the +inf atom's mass)."""
     B = start.shape[0]
-    out = np.empty((B, _LAMBDAS.size))
+    out = np.empty((B, _LAMBDAS.size + 1))
     for n in np.unique(sizes):
         idx = np.nonzero(sizes == n)[0]
         chunk = max(1, min(1024, (1 << 23) // int(n) // _LAMBDAS.size))
