@@ -600,8 +600,9 @@ def bench_pld_grid(n: int, rng) -> dict:
         f"T log-uniform in [{PLD_T_RANGE[0]}, {PLD_T_RANGE[1]}] (rounded); seeded.")
     say()
     e = jp_event(q, sigma, steps)
-    t_up, up = timed(lambda: np.asarray(accounting.epsilon(e, DELTA, accountant="pld")))
-    t_int, (lo, up_int) = timed(lambda: tuple(np.asarray(x) for x in accounting.epsilon_interval(e, DELTA)))
+    t_up, up = timed(lambda: np.asarray(accounting.epsilon(e, DELTA, accountant="pld", progress=False)))
+    t_int, (lo, up_int) = timed(lambda: tuple(np.asarray(x) for x in accounting.epsilon_interval(e, DELTA,
+                                                                                               progress=False)))
     pess, opt, t_dpa = np.empty(n), np.empty(n), np.empty(n)
     for i in range(n):
         t_dpa[i], pess[i] = timed(lambda: dpa_pld_pessimistic(q[i], sigma[i], steps[i], DELTA))
@@ -663,7 +664,8 @@ def bench_pld_speed(n: int, rng) -> dict:
         f"T = {PLD_SPEED_T} fixed.")
     say()
     e = jp_event(q, sigma, PLD_SPEED_T)
-    call = lambda: np.asarray(accounting.epsilon(e, DELTA, accountant=accounting.PLD(discretization=PLD_H)))
+    call = lambda: np.asarray(accounting.epsilon(e, DELTA, accountant=accounting.PLD(discretization=PLD_H),
+                                                 progress=False))
     jax.clear_caches()  # cold: nothing compiled by earlier sections is reused
     gc.collect()
     cold, eps = timed(call)

@@ -274,7 +274,7 @@ def _fp_allowance(nodes, eps, l2_terms, reachable):
     return 8.0 * _U * math.log2(nodes.shape[0]) * jnp.sqrt(jnp.sum(w * w)) * l2_terms
 
 
-_STEPS = np.array([0.0, 0.25, 1.0, 4.0, 16.0, 64.0, 256.0, 1024.0])  # in units of h: where to re-check
+_STEPS = np.array([0.0, 1e-4, 1e-3, 1e-2, 0.1, 0.25, 1.0, 4.0, 16.0, 64.0, 256.0, 1024.0])  # in units of h: re-checks
 
 
 def _certified_upper(pmf, nodes, target, extra, l2_terms, h, reachable):
