@@ -19,7 +19,6 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 from jax.scipy.special import erf, ndtr, ndtri
 
 from . import calibrate

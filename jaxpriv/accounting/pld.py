@@ -28,6 +28,10 @@ allowance for the FFT's floating-point error (standard bounds: ≲ u·log₂N·�
 most T-fold by the power) is added on the same sides. δ(ε) of a discrete PLD is exact between nodes, so
 ε(δ) is solved in closed form on the right interval (SPEC §7.5).
 
+Where δ is so small (≲ 1e-11) that the FFT's rounding allowance would swamp it, a Chernoff bound on the
+same pessimistic pmfs, computed in log space, gives the upper end instead (a few % looser than exact at
+δ = 1e-14, never infinite for a finite ε).
+
 Both neighbouring directions are computed when a step is Poisson-subsampled (remove: (qA + (1−q)B, B);
 add: (B, qA + (1−q)B)); the worse one is reported.
 """

@@ -95,7 +95,7 @@ def _log_p(eps, k: int):
 def log_report_probabilities(epsilon, k: int):
     """(log q, log p) of k-RR: the log-probability of each other value, q = 1/(e^ε + k − 1), and of the
     true value, p = e^ε q, without overflow for large ε. A kernel for the accountants (float64 arrays of
-    any shape, no validation).
+    any shape, no validation; float64 inside the accountants' ``float64()`` scope).
 
     Example:
       >>> import numpy as np
