@@ -12,8 +12,16 @@ Example:
   5.632
 """
 
-from . import accountant, accounting, budgets, calibrate, events, fdp, mechanisms, rdp, shuffle
-from .accountant import Accountant, dpsgd_epsilon
+from ._lazy import lazy_attributes
+
+# Submodules load on first use, so ``import jaxpriv`` (and the command line's argument checks) cost no
+# JAX import.
+__getattr__, __dir__ = lazy_attributes(__name__, {
+    **{name: name for name in ("events", "accounting", "rdp", "fdp", "calibrate", "accountant", "shuffle",
+                               "mechanisms", "budgets")},
+    "Accountant": "accountant",
+    "dpsgd_epsilon": "accountant",
+})
 
 __version__ = "0.1.0"
 __all__ = ["events", "accounting", "rdp", "fdp", "calibrate", "accountant", "shuffle", "mechanisms", "budgets", "Accountant", "dpsgd_epsilon", "__version__"]

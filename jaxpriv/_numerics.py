@@ -1,6 +1,6 @@
 """Numerical plumbing shared by every kernel: the float64 policy, input validation and log-space helpers.
 
-Two rules live here (SPEC §0.3-0.4):
+Two rules live here (SPEC §0.3-0.4), and one default:
 
 * Accounting runs in float64 whatever the caller's global ``jax_enable_x64`` flag says. Public functions
   wrap their work in :func:`float64`, a scoped ``jax.enable_x64(True)``; the caller's flag is never
@@ -8,11 +8,14 @@ Two rules live here (SPEC §0.3-0.4):
 * Invalid input raises ``ValueError`` naming the parameter and its valid range. Validation runs once, at
   the Python boundary, on concrete values; inside a caller's ``jit``/``grad`` (tracers) it is skipped and
   the kernels compute on whatever they are given.
+* Compiled kernels are kept on disk (:func:`use_persistent_cache`, run on import): a kernel's first
+  call compiles for seconds, and the next process reads it back.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Iterator
 
 import jax
@@ -20,7 +23,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import log_ndtr
 
+from ._checks import check_values
+
 __all__ = [
+    "use_persistent_cache",
     "float64",
     "is_concrete",
     "check_array",
@@ -30,6 +36,34 @@ __all__ = [
     "log_normal_cdf",
     "as_output",
 ]
+
+
+def use_persistent_cache() -> str | None:
+    """Turn on JAX's persistent compilation cache in $JAXPRIV_CACHE_DIR, else ~/.cache/jaxpriv/xla
+    (``XDG_CACHE_HOME`` respected); return the directory, or None when it is left off.
+
+    A cache directory the user (or a test harness) already configured is never overridden; setting
+    ``JAXPRIV_CACHE_DIR`` to the empty string turns the cache off.
+    """
+    if jax.config.jax_compilation_cache_dir is not None:
+        return None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = os.environ.get("JAXPRIV_CACHE_DIR", os.path.join(base, "jaxpriv", "xla"))
+    if not path:
+        return None
+    try:
+        # Create it first: JAX keys the entries written into a missing directory differently, and the
+        # next run would miss them all.
+        os.makedirs(path, exist_ok=True)
+    except OSError:  # a read-only home: run without the cache rather than fail
+        return None
+    jax.config.update("jax_compilation_cache_dir", path)
+    # Keep the quick compilations too: the accountants compile many small kernels (seconds in all).
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    return path
+
+
+use_persistent_cache()
 
 
 @contextlib.contextmanager
@@ -44,12 +78,6 @@ def is_concrete(x) -> bool:
     return not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(x))
 
 
-def _range_text(lo, hi, lo_open, hi_open) -> str:
-    left = "(" if lo_open or lo == -np.inf else "["
-    right = ")" if hi_open or hi == np.inf else "]"
-    return f"{left}{lo}, {hi}{right}"
-
-
 def check_array(
     name: str,
     value,
@@ -61,39 +89,15 @@ def check_array(
     integer: bool = False,
     allow_inf: bool = False,
 ):
-    """Validate ``value`` and return it as a float64 JAX array.
+    """Validate ``value`` (:func:`jaxpriv._checks.check_values`) and return it as a float64 JAX array.
 
-    Raises ``ValueError`` naming ``name`` and its valid range when ``value`` is empty, NaN, infinite
-    (unless ``allow_inf``), outside the range, or not integer-valued when ``integer`` is set.
     Tracers pass through unchecked (see module docstring).
     """
-    if not is_concrete(value):
-        with float64():
-            return jnp.asarray(value, dtype=jnp.float64)
-    try:
-        is_bool = np.asarray(value).dtype == np.bool_
-        arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError) as err:  # strings, ragged nested lists, …
-        raise ValueError(f"{name} must be a real number or an array of real numbers, got {value!r}") from err
-    if is_bool:  # True would silently count as 1
-        raise ValueError(f"{name} must be a real number, not a bool, got {value!r}")
-    valid = f"{name} must lie in {_range_text(lo, hi, lo_open, hi_open)}"
-    if arr.size == 0:
-        raise ValueError(f"{name} is empty; {valid}")
-    if np.isnan(arr).any():
-        raise ValueError(f"{name} contains NaN; {valid}")
-    if not allow_inf and np.isinf(arr).any():
-        raise ValueError(f"{name} contains inf; {valid}")
-    bad = (arr <= lo) if lo_open else (arr < lo)
-    bad |= (arr >= hi) if hi_open else (arr > hi)
-    if bad.any():
-        first = float(arr[bad].flat[0])
-        raise ValueError(f"{valid}, got {first!r}")
-    if integer and (np.floor(arr) != arr).any():
-        first = float(arr[np.floor(arr) != arr].flat[0])
-        raise ValueError(f"{name} must be an integer, got {first!r}")
+    if is_concrete(value):
+        value = check_values(name, value, lo, hi, lo_open=lo_open, hi_open=hi_open, integer=integer,
+                             allow_inf=allow_inf)
     with float64():
-        return jnp.asarray(arr, dtype=jnp.float64)
+        return jnp.asarray(value, dtype=jnp.float64)
 
 
 def check_orders(orders) -> np.ndarray:

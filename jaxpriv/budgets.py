@@ -46,7 +46,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import special, stats
 
-from ._numerics import check_array
+from ._checks import check_values
 
 __all__ = ["scenario", "SCENARIOS"]
 
@@ -153,7 +153,7 @@ def scenario(name: str, n: int, seed: int = 0, *, bounding: str | None = None) -
         raise ValueError(f"name must be one of {', '.join(_TABLE)}; got {name!r}")
     if isinstance(n, bool) or not isinstance(n, (int, np.integer, float, np.floating)):
         raise ValueError(f"n must be an integer in [1, inf), got {n!r}")
-    n = int(np.asarray(check_array("n", n, 1.0, np.inf, integer=True)))
+    n = int(check_values("n", n, 1.0, np.inf, integer=True))
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be an integer in [0, inf), got {seed!r}")
     spec = _TABLE[name]

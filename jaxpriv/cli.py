@@ -8,8 +8,10 @@
     jaxpriv train --dataset digits --epsilon 3 --delta 1e-5 --json train.json --plot curve.png
 
 Exit status: 0 on success; 2 on a bad argument, with a one-line message naming it and its valid range.
-Invalid values are caught by the library (its ``ValueError`` names the parameter and its range) and by
-argparse (malformed numbers and grids, unknown choices, missing arguments).
+Every argument and output path is checked before JAX is imported, so a mistake is reported at once:
+argparse catches malformed numbers and grids, unknown choices and missing arguments; the ranges and
+paths are checked next (numpy only); the library checks its inputs again (its ``ValueError`` names the
+parameter and its range).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import warnings
 import numpy as np
 
 from . import __version__
-from .accounting import ACCOUNTANTS
+from ._checks import check_values
 
 __all__ = ["main", "build_parser", "parse_grid"]
 
@@ -38,6 +40,15 @@ _HELP = {
     "delta": "δ in (0, 1)",
 }
 _SYMBOL = {"sigma": "σ", "q": "q", "steps": "T"}
+#: The accountants of :mod:`jaxpriv.accounting` (named here: the parser must not import JAX)
+ACCOUNTANTS = ("best", "pld", "rdp")
+_INF = math.inf
+#: Valid ranges of the numeric arguments, checked before JAX is imported (the library checks again):
+#: argument → (name in the message, lo, hi, lo_open, hi_open)
+_DPSGD_RANGES = {"q": ("q", 0.0, 1.0, False, False), "sigma": ("sigma", 0.0, _INF, True, False),
+                 "steps": ("steps", 0.0, _INF, False, False), "delta": ("delta", 0.0, 1.0, True, True)}
+_CALIBRATE_RANGES = {**_DPSGD_RANGES, "epsilon": ("target_epsilon", 0.0, _INF, True, False),
+                     "q": ("q", 0.0, 1.0, True, False), "steps": ("steps", 1.0, _INF, False, False)}
 _GRID_LABEL = {"rdp": "ε (RDP accountant, improved conversion)", "pld": "ε (PLD accountant, upper bound)",
                "best": "ε (smaller of the RDP and PLD upper bounds)"}
 
@@ -49,33 +60,62 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as stop:  # argparse exits by itself on --help (0) and on usage errors (2)
         return int(stop.code or 0)
-    _enable_compilation_cache()
     try:
+        _check_arguments(args)  # before JAX is imported: a mistake costs no compilation
         return args.handler(args)
-    except ValueError as err:  # invalid input: the library's message names the parameter and its range
+    except ValueError as err:  # invalid input: the message names the parameter and its range
         print(f"jaxpriv: error: {err}", file=sys.stderr)
         return 2
 
 
-def _enable_compilation_cache() -> None:
-    """Keep compiled kernels on disk: each kernel's first call compiles for seconds, later runs reuse it.
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error message (its default repeats the whole usage first)."""
 
-    The cache lives in $JAXPRIV_CACHE_DIR (set it empty to disable), else ~/.cache/jaxpriv/xla; a cache
-    directory already configured in JAX (by the user or a test harness) is left alone.
-    """
-    import jax
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}; see '{self.prog} --help' for usage\n")
 
-    if jax.config.jax_compilation_cache_dir is not None:
-        return
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    path = os.environ.get("JAXPRIV_CACHE_DIR", os.path.join(base, "jaxpriv", "xla"))
-    if path:
-        # Create it first: JAX keys the entries written into a missing directory differently, and the
-        # next run would miss them all.
-        os.makedirs(path, exist_ok=True)
-        jax.config.update("jax_compilation_cache_dir", path)
-        # Keep the quick compilations too: the PLD accountant compiles many small kernels (seconds in all).
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+# --------------------------------------------------------------------------------------------------
+# Argument checks (numpy only: they run before JAX is imported)
+# --------------------------------------------------------------------------------------------------
+
+
+def _check_arguments(args) -> None:
+    """Ranges of the numeric arguments, output paths, then the subcommand's own check (``ValueError``)."""
+    for dest, (name, lo, hi, lo_open, hi_open) in args.ranges.items():
+        if getattr(args, dest, None) is not None:
+            check_values(name, getattr(args, dest), lo, hi, lo_open=lo_open, hi_open=hi_open)
+    for dest in args.output_dirs:
+        if getattr(args, dest):
+            _check_output_dir(f"--{dest}", getattr(args, dest))
+    for dest in args.output_files:
+        if getattr(args, dest):
+            _check_output_file(f"--{dest}", getattr(args, dest))
+    if args.check is not None:
+        args.check(args)
+
+
+def _check_output_dir(option: str, path: str) -> None:
+    """``path`` is a directory we can write into, or one we can create."""
+    existing = os.path.abspath(path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise ValueError(f"{option} {path!r} cannot be created: {existing!r} is a file, not a directory")
+    if not os.access(existing, os.W_OK):
+        raise ValueError(f"{option} {path!r}: directory {existing!r} is not writable")
+
+
+def _check_output_file(option: str, path: str) -> None:
+    """``path`` is a file we can write: its directory exists and is writable, and it is not a directory."""
+    if os.path.isdir(path):
+        raise ValueError(f"{option} {path!r} is a directory; give a file name")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        what = "is a file, not a directory" if os.path.exists(directory) else "does not exist"
+        raise ValueError(f"{option} {path!r}: {directory!r} {what}")
+    if not os.access(directory, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise ValueError(f"{option} {path!r} is not writable")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -136,6 +176,12 @@ def _add_accountant(parser: argparse.ArgumentParser, default: str, why: str) -> 
     )
 
 
+def _defaults(parser, handler, *, ranges=None, dirs=(), files=(), check=None) -> None:
+    """A subcommand's handler and what :func:`_check_arguments` checks first: numeric ``ranges``, output
+    ``dirs`` and ``files`` (argument names) and a ``check(args)`` of its own."""
+    parser.set_defaults(handler=handler, ranges=ranges or {}, output_dirs=dirs, output_files=files, check=check)
+
+
 def _subparser(subparsers, name: str, summary: str, example: str, **kwargs) -> argparse.ArgumentParser:
     return subparsers.add_parser(
         name, help=summary, description=summary, epilog=f"example:\n  {example}", formatter_class=_FORMATTER,
@@ -145,7 +191,7 @@ def _subparser(subparsers, name: str, summary: str, example: str, **kwargs) -> a
 
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of the ``jaxpriv`` command (each subcommand sets ``handler``)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="jaxpriv",
         description="Differential-privacy accounting for DP-SGD: exact RDP, Gaussian DP, calibration.",
         epilog="examples:\n"
@@ -169,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print a JSON object instead of a table")
     p.add_argument("--refine", action="store_true",
                    help="also search real Rényi orders between the grid points (never worse, slower)")
-    p.set_defaults(handler=cmd_epsilon)
+    _defaults(p, cmd_epsilon, ranges=_DPSGD_RANGES)
 
     p = _subparser(subparsers, "calibrate", "The σ, q or T that meets each target ε (conservatively).",
                    "jaxpriv calibrate sigma --epsilon 1,2,4,8 --q 0.01 --steps 10000 --delta 1e-5")
@@ -189,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_accountant(t, "rdp", "fast once compiled, and differentiable; pld/best give a smaller "
                                   "σ, a larger q or T, in seconds per target")
         t.add_argument("--json", action="store_true", help="print JSON instead of a table")
-        t.set_defaults(handler=cmd_calibrate)
+        _defaults(t, cmd_calibrate, ranges=_CALIBRATE_RANGES)
 
     p = _subparser(subparsers, "sweep", "ε of DP-SGD over a grid of (q, σ, T, δ), with CSV/JSON/plot output.",
                    "jaxpriv sweep --q 1e-3:0.1:25:log --sigma 0.6:3:40 --steps 10000 --delta 1e-5 --out sweep-out")
@@ -209,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", metavar="FILE", help="heatmap of ε over (q, σ) (needs one T and one δ)")
     p.add_argument("--chunk-size", type=_positive_int, metavar="N",
                    help="configurations per compiled batch (default 4096)")
-    p.set_defaults(handler=cmd_sweep)
+    _defaults(p, cmd_sweep, ranges=_DPSGD_RANGES, dirs=("out",), files=("csv", "json", "plot"), check=_check_sweep)
 
     p = _subparser(subparsers, "shuffle", "Central ε of shuffling n users with personalized local budgets, every bound.",
                    "jaxpriv shuffle --budgets uniform:0.05,1 --n 10000 --delta 1e-8 --out shuffle-out")
@@ -219,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--delta", type=_number, required=True, help=_HELP["delta"])
     p.add_argument("--out", metavar="DIR", help="write epsilon_vs_n.png and budgets.png here")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.set_defaults(handler=cmd_shuffle)
+    _defaults(p, cmd_shuffle, ranges={"delta": _DPSGD_RANGES["delta"]}, dirs=("out",), check=_check_shuffle)
 
     p = _subparser(subparsers, "report",
                    "Privacy report of a default DP-SGD run (report.md) and the seeds' systems reproduced on bundled "
@@ -230,7 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--systems", default="all", metavar="LIST",
                    help="seed systems to reproduce: all, none, or a comma-separated subset of apes,gspa,rpdp,udpfl "
                         "(default: %(default)s)")
-    p.set_defaults(handler=cmd_report)
+    _defaults(p, cmd_report, dirs=("out",), check=_check_report)
 
     _add_train_parser(subparsers)
     return parser
@@ -381,8 +427,10 @@ def _sweep_paths(args) -> dict:
     return {kind: path for kind, path in paths.items() if path}
 
 
-def _check_plottable(args) -> None:
+def _check_sweep(args) -> None:
     """A heatmap needs a 2-D (q, σ) slice with q > 0 (log axis): fail before a long sweep, not after."""
+    if "plot" not in _sweep_paths(args):
+        return
     if args.steps.size != 1 or args.delta.size != 1:
         raise ValueError("--plot needs a single --steps and a single --delta value")
     if args.q.size < 2 or args.sigma.size < 2 or not np.all(args.q > 0):
@@ -414,8 +462,6 @@ def cmd_sweep(args) -> int:
     from . import report
 
     paths = _sweep_paths(args)
-    if "plot" in paths:
-        _check_plottable(args)
     # dpsgd_epsilon chunks the grid and shows its own progress bar when there is more than one chunk.
     grid = report.epsilon_grid(args.q, args.sigma, args.steps, args.delta, orders=report.ORDER_SETS[args.orders],
                                chunk_size=args.chunk_size, accountant=args.accountant)
@@ -448,15 +494,21 @@ def cmd_sweep(args) -> int:
     return 0
 
 
+def _check_report(args) -> None:
+    from .reproduce import parse_systems  # no JAX
+
+    args.system_list = parse_systems(args.systems)
+
+
 def cmd_report(args) -> int:
     from rich.markup import escape
 
     from . import report
 
-    from .reproduce import parse_systems, reproduce_systems
+    from .reproduce import reproduce_systems
 
     console = _console()
-    systems = parse_systems(args.systems)
+    systems = args.system_list
     files = report.write_report(args.out, quick=args.quick, status=lambda stage: console.print(f"… {stage}"))
     s = files["summary"]
     console.print(_table("privacy of the default DP-SGD setting", ["accountant", "ε"], [
@@ -474,6 +526,12 @@ def cmd_report(args) -> int:
     return 0
 
 
+def _check_shuffle(args) -> None:
+    from .shuffle import budgets as budget_specs  # numpy only
+
+    args.budget_values = budget_specs.budgets(args.budgets, args.n)
+
+
 def cmd_shuffle(args) -> int:
     from rich.markup import escape
 
@@ -481,7 +539,7 @@ def cmd_shuffle(args) -> int:
     from .shuffle import summary
     from .shuffle.personalized import personalized_epsilon
 
-    eps = budget_specs.budgets(args.budgets, args.n)
+    eps = args.budget_values
     rows = summary.shuffle_summary(eps, args.delta)
     if args.json:
         print(json.dumps({"budgets": args.budgets, "n": int(eps.size), "delta": args.delta,
@@ -559,7 +617,7 @@ def _add_train_parser(subparsers) -> None:
     p.add_argument("--json", metavar="FILE", help="write the run's summary (test_accuracy, epsilon, history) as JSON")
     p.add_argument("--plot", metavar="FILE", help="learning curve: test accuracy and ε per epoch")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(handler=cmd_train)
+    _defaults(p, cmd_train, dirs=("checkpoint",), files=("json", "plot"), check=_check_train)
 
 
 def _record_budgets(spec: str, n: int, seed: int, cap: float | None) -> np.ndarray:
@@ -574,13 +632,10 @@ def _record_budgets(spec: str, n: int, seed: int, cap: float | None) -> np.ndarr
     return values if cap is None else np.minimum(values, cap)
 
 
-def cmd_train(args) -> int:
-    import optax
-    from flax import nnx
-    from rich.markup import escape
-
+def _check_train(args) -> None:
+    """Load the data and check the whole run's configuration (numpy only) before JAX is imported."""
     from .train import data as datasets
-    from .train import dpsgd
+    from .train.config import DPSGDConfig, check_config
 
     if args.epsilon is None and args.budgets is None and args.noise_multiplier is None:
         raise ValueError("train needs --epsilon (a target), --budgets (per-record targets) or --noise-multiplier")
@@ -589,21 +644,33 @@ def cmd_train(args) -> int:
     if not args.lr > 0:
         raise ValueError(f"lr must be > 0, got {args.lr!r}")
     d = datasets.load(args.dataset, test_fraction=args.test_fraction, seed=args.split_seed)
+    features = int(np.prod(d.feature_shape))
+    if args.model == "cnn" and round(math.sqrt(features)) ** 2 != features:
+        raise ValueError(f"model 'cnn' needs square images; dataset {args.dataset} has {features} features")
     budgets = None
     if args.budgets is not None:
         budgets = _record_budgets(args.budgets, d.n_train, args.seed, args.epsilon)
-    config = dpsgd.DPSGDConfig(
+    config = DPSGDConfig(
         epochs=args.epochs, batch_size=args.batch_size, clip_norm=args.clip, delta=args.delta,
         epsilon=None if budgets is not None else args.epsilon, noise_multiplier=args.noise_multiplier,
         budgets=budgets, personalization=args.personalization, seed=args.seed, mechanism=args.mechanism,
     )
+    check_config(config, d.n_train)
+    args.data, args.config = d, config
+
+
+def cmd_train(args) -> int:
+    import optax
+    from flax import nnx
+    from rich.markup import escape
+
+    from .train import dpsgd
+
+    d, config, budgets = args.data, args.config, args.config.budgets
     rngs = nnx.Rngs(args.seed)
     features = int(np.prod(d.feature_shape))
     if args.model == "cnn":
-        side = int(round(math.sqrt(features)))
-        if side * side != features:
-            raise ValueError(f"model 'cnn' needs square images; dataset {args.dataset} has {features} features")
-        model = dpsgd.CNN(side, 1, d.num_classes, rngs=rngs)
+        model = dpsgd.CNN(round(math.sqrt(features)), 1, d.num_classes, rngs=rngs)
     else:
         model = dpsgd.MLP(features, (args.hidden,), d.num_classes, rngs=rngs)
     optimizer = optax.sgd(args.lr, momentum=args.momentum or None)

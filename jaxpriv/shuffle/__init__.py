@@ -11,23 +11,7 @@ E-APES trade-off / (ε, δ) curve (SPEC §3.3).
 :mod:`jaxpriv.shuffle.budgets` — budget distributions (uniform, clipped Gaussian, levels, CSV).
 """
 
-from .bounds import (
-    apes_echo_sum,
-    apes_theorem4,
-    erlingsson19,
-    fmt22_closed_form,
-    girgis_rdp,
-    girgis_rdp_lower,
-    girgis_rdp_simplified,
-    gspa_mu,
-    gspa_mu_composed,
-    sapes_proposition1,
-)
-from .clones import clones_delta, clones_epsilon
-from .estimators import Estimate, frequency_estimation, mean_estimation
-from .multinomial import eapes_epsilon, gspa_eq14, lattice_gaussian_tv
-from .personalized import personalized_epsilon
-from .poisson_binomial import poisson_binomial_logpmf
+from .._lazy import lazy_attributes
 
 __all__ = [
     "clones_delta",
@@ -51,3 +35,15 @@ __all__ = [
     "frequency_estimation",
     "Estimate",
 ]
+
+# Submodules load on first use: the budget specifications (.budgets) need no JAX.
+__getattr__, __dir__ = lazy_attributes(__name__, {
+    **{name: "bounds" for name in ("apes_echo_sum", "apes_theorem4", "erlingsson19", "fmt22_closed_form",
+                                   "girgis_rdp", "girgis_rdp_lower", "girgis_rdp_simplified", "gspa_mu",
+                                   "gspa_mu_composed", "sapes_proposition1")},
+    "clones_delta": "clones", "clones_epsilon": "clones",
+    "Estimate": "estimators", "frequency_estimation": "estimators", "mean_estimation": "estimators",
+    "eapes_epsilon": "multinomial", "gspa_eq14": "multinomial", "lattice_gaussian_tv": "multinomial",
+    "personalized_epsilon": "personalized",
+    "poisson_binomial_logpmf": "poisson_binomial",
+})

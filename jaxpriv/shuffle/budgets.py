@@ -19,8 +19,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from .._numerics import check_array
-from ..budgets import scenario
+from .._checks import check_values
 
 __all__ = ["budgets"]
 
@@ -56,11 +55,11 @@ def budgets(spec: str, n: int | None = None) -> np.ndarray:
         raise ValueError(f"budgets spec must be a non-empty string, got {spec!r}")
     if os.path.isfile(spec):
         values = np.loadtxt(spec, delimiter=",", ndmin=2, dtype=np.float64)[:, 0]
-        return np.asarray(check_array("budgets", values, 0.0, np.inf, lo_open=True))
+        return check_values("budgets", values, 0.0, np.inf, lo_open=True)
     kind, _, body = spec.partition(":")
     if n is None:
         raise ValueError("n (the number of users) is required for a distribution spec")
-    n = int(np.asarray(check_array("n", n, 2.0, np.inf, integer=True)))
+    n = int(check_values("n", n, 2.0, np.inf, integer=True))
     u = _quantiles(n)
     if kind == "uniform":
         bounds = _numbers(body, spec)
@@ -93,10 +92,12 @@ def budgets(spec: str, n: int | None = None) -> np.ndarray:
         key, _, seed = option.partition("=")
         if option and (key.strip() != "seed" or not seed.strip().isdigit()):
             raise ValueError(f"scenario:NAME[,seed=S] needs seed to be an integer in [0, inf), got {spec!r}")
+        from ..budgets import scenario  # scipy: imported only for this spec
+
         values = scenario(name.strip(), n, int(seed) if option else 0)
     else:
         raise ValueError(
             f"budgets spec must be uniform:LO,HI, gauss:MEAN,SD[,clip=LO,HI], levels:E@W,..., "
             f"scenario:NAME[,seed=S] or a CSV path; got {spec!r}"
         )
-    return np.asarray(check_array("budgets", np.sort(values), 0.0, np.inf, lo_open=True))
+    return check_values("budgets", np.sort(values), 0.0, np.inf, lo_open=True)

@@ -16,7 +16,7 @@ import importlib.resources
 
 import numpy as np
 
-from .._numerics import check_array
+from .._checks import check_values
 
 __all__ = ["Dataset", "DATASETS", "load", "synthetic"]
 
@@ -56,8 +56,8 @@ def _read(name: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _check_split(test_fraction, seed) -> tuple[float, int]:
-    test_fraction = float(check_array("test_fraction", test_fraction, 0.0, 1.0, lo_open=True, hi_open=True))
-    seed = int(check_array("seed", seed, 0.0, np.inf, integer=True))
+    test_fraction = float(check_values("test_fraction", test_fraction, 0.0, 1.0, lo_open=True, hi_open=True))
+    seed = int(check_values("seed", seed, 0.0, np.inf, integer=True))
     return test_fraction, seed
 
 
@@ -144,10 +144,10 @@ def synthetic(shape, n: int, classes: int, seed: int = 0, *, test_fraction: floa
       ((800, 28, 28, 1), (200, 28, 28, 1), 'float32')
     """
     shape = tuple(np.atleast_1d(np.asarray(shape)).tolist())
-    check_array("shape", shape, 1.0, np.inf, integer=True)
+    check_values("shape", shape, 1.0, np.inf, integer=True)
     shape = tuple(int(s) for s in shape)
-    n = int(check_array("n", n, 2.0, np.inf, integer=True))
-    classes = int(check_array("classes", classes, 2.0, np.inf, integer=True))
+    n = int(check_values("n", n, 2.0, np.inf, integer=True))
+    classes = int(check_values("classes", classes, 2.0, np.inf, integer=True))
     test_fraction, seed = _check_split(test_fraction, seed)
     rng = np.random.default_rng(seed)
     templates = rng.standard_normal((classes,) + shape, dtype=np.float32)

@@ -1,0 +1,115 @@
+"""The configuration of a DP-SGD run (:class:`DPSGDConfig`) and its validation, with no JAX: the
+command line checks a run's arguments before importing JAX."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+import numpy as np
+
+from .._checks import check_values
+
+__all__ = ["DPSGDConfig", "check_config", "MECHANISMS", "PERSONALIZATION"]
+
+PERSONALIZATION = ("sample", "scale")
+#: Noise mechanisms of :class:`DPSGDConfig` (see :mod:`jaxpriv.train.dpsgd` for how each is accounted).
+MECHANISMS = ("gaussian", "laplace", "staircase")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DPSGDConfig:
+    """Hyper-parameters of a DP-SGD run. Give exactly one way to set the privacy:
+
+    * ``epsilon`` (σ calibrated; with ``noise_multiplier`` too, q is calibrated instead),
+    * ``noise_multiplier`` alone (ε reported, no budget),
+    * ``budgets`` — one ε per training record — with ``personalization`` ``"sample"`` or ``"scale"``
+      (and optionally ``noise_multiplier`` to fix σ in ``"sample"``).
+
+    Attributes:
+      epochs: number of epochs; an epoch is round(N / batch_size) steps.
+      batch_size: expected batch size B = Σ_i q_i (so the mean rate is B/N); never the realised size.
+      clip_norm: per-example clip norm C (the mean clip norm in ``"scale"``): L2 for ``"gaussian"``, L1 for
+        ``"laplace"``.
+      delta: δ of every (ε, δ) statement.
+      seed: seeds the sampler, the noise and the loss function's per-step key.
+      orders: Rényi orders of the accounting (default :data:`jaxpriv.rdp.DEFAULT_ORDERS`).
+      microbatch_size: examples per vectorised chunk inside the clipped-gradient sum (memory bound).
+      eval_batch_size: test examples per evaluation chunk.
+      mechanism: ``"gaussian"`` (default) or ``"laplace"`` (L1 clipping, per-coordinate Laplace noise;
+        ``noise_multiplier`` is then the Laplace scale per unit L1 sensitivity b, and per-record budgets
+        are not supported), or ``"staircase"`` (L1 clipping, per-coordinate staircase noise with γ*;
+        ``noise_multiplier`` is then the per-step ε₀; accounted over the model's d parameters).
+    """
+
+    epochs: int = 30
+    batch_size: float = 128.0
+    clip_norm: float = 1.0
+    delta: float = 1e-5
+    epsilon: float | None = None
+    noise_multiplier: float | None = None
+    budgets: np.ndarray | None = None
+    personalization: str = "sample"
+    seed: int = 0
+    orders: tuple | None = None
+    microbatch_size: int | None = None
+    eval_batch_size: int = 512
+    mechanism: str = "gaussian"
+
+    def to_json(self) -> dict:
+        """The scalar fields as JSON values; the budgets as their count and SHA-256 (they can be long)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "budgets"}
+        out["orders"] = None if self.orders is None else [float(a) for a in self.orders]
+        if self.budgets is not None:
+            b = np.ascontiguousarray(self.budgets, dtype=np.float64)
+            out["budgets"] = {"n": int(b.size), "sha256": hashlib.sha256(b.tobytes()).hexdigest()}
+        return out
+
+
+def check_config(config: DPSGDConfig, n: int) -> None:
+    """Raise ValueError naming the first invalid field (and its valid range); ``n`` is the number of
+    training records. Numpy only, so the command line runs it before importing JAX.
+
+    Example:
+      >>> check_config(DPSGDConfig(epsilon=3.0, batch_size=500.0), n=100)
+      Traceback (most recent call last):
+      ...
+      ValueError: batch_size must lie in (0.0, 100.0], got 500.0
+    """
+    if not isinstance(config, DPSGDConfig):
+        raise ValueError(f"config must be a DPSGDConfig, got {type(config).__name__}")
+    check_values("epochs", config.epochs, 1.0, np.inf, integer=True)
+    check_values("batch_size", config.batch_size, 0.0, float(n), lo_open=True)
+    check_values("clip_norm", config.clip_norm, 0.0, np.inf, lo_open=True)
+    check_values("delta", config.delta, 0.0, 1.0, lo_open=True, hi_open=True)
+    check_values("seed", config.seed, 0.0, 2.0**32 - 1, integer=True)
+    check_values("eval_batch_size", config.eval_batch_size, 1.0, np.inf, integer=True)
+    if config.microbatch_size is not None:
+        check_values("microbatch_size", config.microbatch_size, 1.0, np.inf, integer=True)
+    if config.orders is not None:
+        check_values("orders", config.orders, 1.0, np.inf, lo_open=True)
+    if config.epsilon is not None:
+        check_values("epsilon", config.epsilon, 0.0, np.inf, lo_open=True)
+    if config.noise_multiplier is not None:
+        check_values("noise_multiplier", config.noise_multiplier, 0.0, np.inf, lo_open=True)
+    if config.mechanism not in MECHANISMS:
+        raise ValueError(f"mechanism must be one of {MECHANISMS}, got {config.mechanism!r}")
+    if config.mechanism != "gaussian" and config.budgets is not None:
+        raise ValueError(f"per-record budgets (IDP-SGD) are Gaussian-only: use mechanism 'gaussian', got "
+                         f"{config.mechanism!r}")
+    if config.mechanism != "gaussian" and config.epsilon is not None and config.noise_multiplier is not None:
+        raise ValueError(f"mechanism {config.mechanism!r} calibrates the noise scale to epsilon: give epsilon or "
+                         "noise_multiplier (the fixed scale), not both")
+    if config.personalization not in PERSONALIZATION:
+        raise ValueError(f"personalization must be one of {PERSONALIZATION}, got {config.personalization!r}")
+    if config.budgets is not None:
+        budgets = np.asarray(config.budgets)
+        if budgets.ndim != 1 or budgets.size != n:
+            raise ValueError(f"budgets must be a 1-D array with one ε per training record ({n}), got shape {budgets.shape}")
+        check_values("budgets", budgets, 0.0, np.inf, lo_open=True)
+        if config.epsilon is not None:
+            raise ValueError("give either epsilon (one budget for all) or budgets (one per record), not both")
+        if config.personalization == "scale" and config.noise_multiplier is not None:
+            raise ValueError("personalization 'scale' calibrates one noise multiplier per group: leave noise_multiplier unset")
+    elif config.epsilon is None and config.noise_multiplier is None:
+        raise ValueError("set epsilon (a target), noise_multiplier (a fixed σ) or budgets (per-record targets)")

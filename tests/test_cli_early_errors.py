@@ -1,0 +1,106 @@
+"""Every argument error and unwritable output path of every subcommand: exit status 2 and a one-line
+message, before JAX is imported (so before any computation). One fresh interpreter runs all the cases
+and reports whether JAX was ever imported."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+REFERENCE = ["--q", "0.01", "--sigma", "1.1", "--steps", "100", "--delta", "1e-5"]
+SWEEP = ["sweep", *REFERENCE]
+TRAIN = ["train", "--epsilon", "1", "--epochs", "1"]
+
+# name → (argv, text the message must contain); {file} is a regular file, so {file}/x cannot be created
+CASES = {
+    "no command": ([], "the following arguments are required: COMMAND"),
+    "unknown command": (["budget"], "invalid choice: 'budget'"),
+    "epsilon q out of range": (["epsilon", *REFERENCE[:1], "1.5", *REFERENCE[2:]], "q must lie in [0.0, 1.0], got 1.5"),
+    "epsilon delta": (["epsilon", *REFERENCE[:-1], "1"], "delta must lie in (0.0, 1.0)"),
+    "epsilon sigma not a number": (["epsilon", *REFERENCE[:3], "abc", *REFERENCE[4:]], "not a number: 'abc'"),
+    "epsilon bad accountant": (["epsilon", *REFERENCE, "--accountant", "prv"], "invalid choice: 'prv'"),
+    "calibrate sigma target": (["calibrate", "sigma", "--epsilon", "0", "--q", "0.01", "--steps", "100",
+                                "--delta", "1e-5"], "target_epsilon must lie in (0.0, inf)"),
+    "calibrate q sigma": (["calibrate", "q", "--epsilon", "1", "--sigma", "0", "--steps", "100", "--delta", "1e-5"],
+                          "sigma must lie in (0.0, inf)"),
+    "calibrate steps q": (["calibrate", "steps", "--epsilon", "1", "--q", "2", "--sigma", "1", "--delta", "1e-5"],
+                          "q must lie in (0.0, 1.0]"),
+    "sweep grid out of range": (["sweep", "--q", "0.1:2:3", *REFERENCE[2:]], "q must lie in [0.0, 1.0]"),
+    "sweep csv missing directory": ([*SWEEP, "--csv", "/nonexistent/dir/eps.csv"],
+                                    "--csv '/nonexistent/dir/eps.csv': '/nonexistent/dir' does not exist"),
+    "sweep json is a directory": ([*SWEEP, "--json", "{dir}"], "is a directory; give a file name"),
+    "sweep plot under a file": ([*SWEEP, "--plot", "{file}/x.png"], "is a file, not a directory"),
+    "sweep plot needs a slice": ([*SWEEP, "--plot", "{dir}/x.png"], "--plot needs at least 2 values of --q"),
+    "sweep out under a file": ([*SWEEP, "--out", "{file}/out"], "--out '{file}/out' cannot be created"),
+    "shuffle budgets": (["shuffle", "--budgets", "beta:1,2", "--n", "100", "--delta", "1e-8"], "budgets spec must be"),
+    "shuffle delta": (["shuffle", "--budgets", "uniform:0.1,1", "--n", "100", "--delta", "0"], "delta must lie in"),
+    "shuffle out under a file": (["shuffle", "--budgets", "uniform:0.1,1", "--n", "100", "--delta", "1e-8", "--out",
+                                  "{file}/out"], "cannot be created"),
+    "report systems": (["report", "--systems", "apes,dpsgd"], "systems must be"),
+    "report out under a file": (["report", "--quick", "--out", "{file}/out"], "cannot be created"),
+    "reproduce alias": (["reproduce", "--out", "{file}/out"], "cannot be created"),
+    "train no privacy": (["train"], "needs --epsilon"),
+    "train json missing directory": ([*TRAIN, "--json", "/nonexistent/train.json"], "does not exist"),
+    "train plot under a file": ([*TRAIN, "--plot", "{file}/curve.png"], "is a file, not a directory"),
+    "train checkpoint under a file": ([*TRAIN, "--checkpoint", "{file}/ckpt"], "cannot be created"),
+    "train batch size": ([*TRAIN, "--batch-size", "1e6"], "batch_size must lie in (0.0, 1438.0]"),
+    "train lr": ([*TRAIN, "--lr", "0"], "lr must be > 0"),
+    "train cnn on tabular data": ([*TRAIN, "--dataset", "breast_cancer", "--model", "cnn"], "needs square images"),
+    "train budgets": ([*TRAIN[:1], "--budgets", "nonsense:1"], "budgets spec must be"),
+    "train budgets with laplace": ([*TRAIN[:1], "--budgets", "levels:1@0.5,2@0.5", "--mechanism", "laplace"],
+                                   "are Gaussian-only"),
+    "train epochs": ([*TRAIN[:3], "--epochs", "0"], "must be a positive integer, got '0'"),
+}
+
+SCRIPT = """
+import contextlib, io, json, sys
+from jaxpriv.cli import main
+results = []
+for argv in json.loads(sys.argv[1]):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    results.append({"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()})
+print(json.dumps({"results": results, "jax_imported": "jax" in sys.modules}))
+"""
+
+
+@pytest.fixture(scope="module")
+def outcome(tmp_path_factory):
+    """Run every case in one fresh interpreter: name → (result, expected text), and whether JAX loaded."""
+    base = tmp_path_factory.mktemp("cli_errors")
+    (base / "file").write_text("not a directory\n")
+    subs = {"{file}": str(base / "file"), "{dir}": str(base)}
+
+    def fill(text):
+        for key, value in subs.items():
+            text = text.replace(key, value)
+        return text
+
+    argvs = [[fill(a) for a in argv] for argv, _ in CASES.values()]
+    run = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(argvs)], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    cases = {name: (result, fill(expected)) for (name, (_, expected)), result in zip(CASES.items(), report["results"])}
+    return cases, report["jax_imported"]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_exit_2_with_one_line_naming_the_problem(outcome, name):
+    result, expected = outcome[0][name]
+    assert result["code"] == 2, result
+    assert result["stdout"] == ""
+    assert result["stderr"].count("\n") == 1 and result["stderr"].endswith("\n"), result["stderr"]
+    assert expected in result["stderr"], result["stderr"]
+
+
+def test_no_case_imports_jax(outcome):
+    assert outcome[1] is False
+
+
+def test_the_parser_names_every_accountant():
+    from jaxpriv import accounting, cli
+
+    assert cli.ACCOUNTANTS == accounting.ACCOUNTANTS
