@@ -1,5 +1,7 @@
 """Calibration: conservative, tight, vectorised, differentiable (SPEC §5)."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -133,3 +135,31 @@ BAD = [
 def test_bad_input_raises_value_error_naming_the_parameter(fn, kwargs, name):
     with pytest.raises(ValueError, match=name):
         fn(**kwargs)
+
+
+# --------------------------------------------------------------------------------------------------
+# many targets sharing (q, T, δ): one table, one more ε evaluation per target
+# --------------------------------------------------------------------------------------------------
+
+
+def test_sigma_table_is_safe_and_within_its_ratio_of_the_exact_roots():
+    targets = np.geomspace(1.0, 2.0, 300)
+    table = np.asarray(calibrate.noise_multiplier(targets, 0.01, 1000, 1e-5, max_exact=100, table_rtol=1e-3))
+    exact = np.asarray(calibrate.noise_multiplier(targets, 0.01, 1000, 1e-5))
+    achieved = np.asarray(jaxpriv.dpsgd_epsilon(0.01, table, 1000, 1e-5))
+    assert (achieved <= targets).all()  # never overspends
+    relative = table / exact - 1
+    assert (relative >= -1e-12).all() and (relative <= 1e-3).all()  # at or above the root, within the ratio
+    assert np.median(relative) < 1e-6  # the interpolated step lands next to the root in most cases
+    # the end targets are solved exactly (the same solver, compiled for another batch size: ulps apart)
+    np.testing.assert_allclose(table[[0, -1]], exact[[0, -1]], rtol=1e-12)
+    # repeated targets share their σ
+    again = np.asarray(calibrate.noise_multiplier(np.repeat(targets, 2), 0.01, 1000, 1e-5, max_exact=100))
+    np.testing.assert_array_equal(again[::2], table)
+
+
+@pytest.mark.parametrize("kwargs, message", [({"max_exact": 0}, "max_exact must be an integer in [1, inf)"),
+                                             ({"table_rtol": 0.5}, "table_rtol must lie in (0, 0.1]")])
+def test_sigma_table_options_are_checked(kwargs, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        calibrate.noise_multiplier(1.0, 0.01, 1000, 1e-5, **kwargs)
