@@ -6,8 +6,12 @@ Two rules live here (SPEC §0.3-0.4), and one default:
   wrap their work in :func:`float64`, a scoped ``jax.enable_x64(True)``; the caller's flag is never
   flipped globally.
 * Invalid input raises ``ValueError`` naming the parameter and its valid range. Validation runs once, at
-  the Python boundary, on concrete values; inside a caller's ``jit``/``grad`` (tracers) it is skipped and
-  the kernels compute on whatever they are given.
+  the Python boundary, on concrete values. Inside a caller's ``jit``/``grad`` (tracers) nothing can be
+  raised, so an invalid traced value makes the answer NaN, never a number: :func:`check_array` replaces
+  it by NaN and records where inputs were valid, and :func:`as_output` turns every floating output
+  NaN where they were not (elementwise where the shapes line up, else wholesale). Both hooks are in
+  every public function already (validation in, ``as_output`` out, inside one :func:`float64` scope),
+  so the rule is written once, here.
 * Compiled kernels are kept on disk (:func:`use_persistent_cache`, run on import): a kernel's first
   call compiles for seconds, and the next process reads it back.
 """
@@ -16,6 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
+import warnings
 from typing import Iterator
 
 import jax
@@ -66,11 +72,26 @@ def use_persistent_cache() -> str | None:
 use_persistent_cache()
 
 
+# Validity of the traced inputs of the public call in progress (one list per thread, kept while the
+# outermost float64() scope is open).
+_traced = threading.local()
+
+
 @contextlib.contextmanager
 def float64() -> Iterator[None]:
-    """Scope float64 for the accounting path without touching the caller's global JAX setting."""
-    with jax.enable_x64(True):
-        yield
+    """Scope float64 for the accounting path without touching the caller's global JAX setting; the
+    outermost scope also collects the validity of traced inputs (see the module docstring)."""
+    depth = getattr(_traced, "depth", 0)
+    if depth == 0:
+        _traced.valid = []
+    _traced.depth = depth + 1
+    try:
+        with jax.enable_x64(True):
+            yield
+    finally:
+        _traced.depth = depth
+        if depth == 0:
+            _traced.valid = []
 
 
 def is_concrete(x) -> bool:
@@ -88,16 +109,40 @@ def check_array(
     hi_open: bool = False,
     integer: bool = False,
     allow_inf: bool = False,
+    worse: str | None = None,
 ):
     """Validate ``value`` (:func:`jaxpriv._checks.check_values`) and return it as a float64 JAX array.
 
-    Tracers pass through unchecked (see module docstring).
+    A traced value cannot be checked: it comes back with NaN where it is invalid, and its validity is
+    recorded for :func:`as_output` (see the module docstring).
+
+    ``worse`` ("up" or "down") is the direction in which the parameter makes privacy worse. A traced
+    float32 value (a caller's jit with x64 off rounds every Python float to float32) stands for every
+    float64 that rounds to it; it is then replaced by the far end of that rounding interval in the
+    ``worse`` direction, so the answer is conservative for whatever float64 the caller meant (SPEC §0.3).
     """
     if is_concrete(value):
         value = check_values(name, value, lo, hi, lo_open=lo_open, hi_open=hi_open, integer=integer,
                              allow_inf=allow_inf)
+        with float64():
+            return jnp.asarray(value, dtype=jnp.float64)
     with float64():
-        return jnp.asarray(value, dtype=jnp.float64)
+        x = jnp.asarray(value, dtype=jnp.float64)
+
+        def inside(v):
+            ok = (v > lo) if lo_open else (v >= lo)
+            ok &= (v < hi) if hi_open else (v <= hi)
+            ok = ok if allow_inf else ok & jnp.isfinite(v)
+            return ok & (jnp.floor(v) == v) if integer else ok
+
+        valid = inside(x)
+        dtype = jnp.result_type(value)
+        if worse is not None and jnp.issubdtype(dtype, jnp.floating) and jnp.finfo(dtype).bits < 64:
+            far = _far_end_of_rounding(value, x, worse)
+            x = jnp.where(inside(far), far, x)  # never across the end of the valid range
+        if getattr(_traced, "depth", 0) > 0:
+            _traced.valid.append(valid)
+        return jnp.where(valid, x, jnp.nan)
 
 
 def check_orders(orders) -> np.ndarray:
@@ -165,12 +210,65 @@ def log_normal_cdf(x):
     return log_ndtr(x, series_order=10)
 
 
+_warned_float32 = False
+
+
+def _far_end_of_rounding(narrow, wide, worse: str):
+    """The end, in direction ``worse``, of the float64 interval that rounds to the narrow float ``narrow``
+    (``wide`` is the same value in float64); warns once per process."""
+    global _warned_float32
+    if not _warned_float32:
+        _warned_float32 = True
+        warnings.warn(
+            "jaxpriv: a float32 (or narrower) traced input, as inside jit with jax_enable_x64 off: it is "
+            "taken at the pessimistic end of its rounding interval, so the result is conservative for "
+            "every float64 the caller may have meant (ε up to ~1e-7 relative larger). Pass float64 "
+            "arrays or enable x64 for the exact value.",
+            UserWarning,
+            stacklevel=4,
+        )
+    narrow = jnp.asarray(narrow)
+    neighbour = jnp.nextafter(narrow, jnp.asarray(jnp.inf if worse == "up" else -jnp.inf, narrow.dtype))
+    half_gap = 0.5 * (neighbour.astype(jnp.float64) - wide)
+    return wide + jax.lax.stop_gradient(jnp.where(jnp.isfinite(half_gap), half_gap, 0.0))
+
+
 def as_output(x):
     """Concrete results leave as numpy float64 (so the caller's arithmetic on them stays float64 even
-    with ``jax_enable_x64`` off); traced results (inside the caller's jit/grad) stay JAX values."""
+    with ``jax_enable_x64`` off); traced results (inside the caller's jit/grad) stay JAX values, NaN
+    wherever a traced input of this call was invalid."""
     if isinstance(x, tuple):
         return tuple(as_output(v) for v in x)
-    return np.asarray(x) if is_concrete(x) else x
+    if is_concrete(x):
+        return np.asarray(x)
+    active = _active_traces()
+    valid = [v for v in getattr(_traced, "valid", []) if id(getattr(v, "_trace", None)) in active]
+    if not valid or not jnp.issubdtype(jnp.result_type(x), jnp.floating):
+        return x
+    ok = True
+    for v in valid:  # elementwise where the validity lines up with the output, else all or nothing
+        ok = ok & (v if _lines_up(v.shape, jnp.shape(x)) else jnp.all(v))
+    return jnp.where(ok, x, jnp.nan)
+
+
+def _active_traces() -> set:
+    """ids of the traces in progress (the innermost and its parents). A validity recorded in an earlier,
+    finished jit of the same function (a float64() scope held open around both) is not among them and
+    must not be reused: its tracer would leak."""
+    from jax._src import core  # the trace stack has no public accessor
+
+    trace, active = core.trace_ctx.trace, set()
+    while trace is not None:
+        active.add(id(trace))
+        trace = getattr(trace, "parent_trace", None)
+    return active
+
+
+def _lines_up(shape: tuple, target: tuple) -> bool:
+    try:
+        return np.broadcast_shapes(shape, target) == tuple(target)
+    except ValueError:
+        return False
 
 
 def erfcx(x):

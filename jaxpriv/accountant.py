@@ -126,10 +126,10 @@ def dpsgd_epsilon(
     """
     with float64():
         arrays = [
-            check_array("q", q, 0.0, 1.0),
-            check_array("sigma", sigma, 0.0, np.inf, lo_open=True),
-            check_array("steps", steps, 0.0, np.inf),
-            check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True),
+            check_array("q", q, 0.0, 1.0, worse="up"),
+            check_array("sigma", sigma, 0.0, np.inf, lo_open=True, worse="down"),
+            check_array("steps", steps, 0.0, np.inf, worse="up"),
+            check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True, worse="down"),
         ]
         shape = check_broadcastable(q=arrays[0], sigma=arrays[1], steps=arrays[2], delta=arrays[3])
         key = tuple(float(a) for a in np.unique(check_orders(rdp.DEFAULT_ORDERS if orders is None else orders)))

@@ -170,10 +170,11 @@ _sigma_jit = jax.jit(_sigma_core, static_argnums=(4,))
 
 
 def _validated(**named):
-    """Validate named (value, lo, hi, lo_open, hi_open) specs and broadcast them to one shape."""
+    """Validate named (value, lo, hi, lo_open, hi_open, worse) specs and broadcast them to one shape;
+    ``worse`` is the direction that makes privacy worse (see :func:`jaxpriv._numerics.check_array`)."""
     arrays = {
-        name: check_array(name, value, lo, hi, lo_open=lo_open, hi_open=hi_open)
-        for name, (value, lo, hi, lo_open, hi_open) in named.items()
+        name: check_array(name, value, lo, hi, lo_open=lo_open, hi_open=hi_open, worse=worse)
+        for name, (value, lo, hi, lo_open, hi_open, worse) in named.items()
     }
     shape = check_broadcastable(**arrays)
     return shape, [jnp.broadcast_to(a, shape) for a in arrays.values()]
@@ -289,10 +290,10 @@ def noise_multiplier(target_epsilon, q, steps, delta, *, orders=None, accountant
     _check_table(max_exact, table_rtol)
     with float64():
         shape, arrays = _validated(
-            target_epsilon=(target_epsilon, 0.0, np.inf, True, False),
-            q=(q, 0.0, 1.0, True, False),
-            steps=(steps, 1.0, np.inf, False, False),
-            delta=(delta, 0.0, 1.0, True, True),
+            target_epsilon=(target_epsilon, 0.0, np.inf, True, False, "down"),
+            q=(q, 0.0, 1.0, True, False, "up"),
+            steps=(steps, 1.0, np.inf, False, False, "up"),
+            delta=(delta, 0.0, 1.0, True, True, "down"),
         )
         if accountant != "rdp":
             return _by_events(lambda s, q_, t: events.SelfComposed(events.PoissonSampled(q_, events.Gaussian(s)), t),
@@ -431,12 +432,12 @@ def sampling_rate(target_epsilon, sigma, steps, delta, *, rounds=None, client_ra
     _check_table(max_exact, table_rtol)
     with float64():
         shape, arrays = _validated(
-            target_epsilon=(target_epsilon, 0.0, np.inf, True, False),
-            sigma=(sigma, 0.0, np.inf, True, False),
-            steps=(steps, 1.0, np.inf, False, False),
-            client_rate=(1.0 if client_rate is None else client_rate, 0.0, 1.0, True, False),
-            rounds=(1.0 if rounds is None else rounds, 1.0, np.inf, False, False),
-            delta=(delta, 0.0, 1.0, True, True),
+            target_epsilon=(target_epsilon, 0.0, np.inf, True, False, "down"),
+            sigma=(sigma, 0.0, np.inf, True, False, "down"),
+            steps=(steps, 1.0, np.inf, False, False, "up"),
+            client_rate=(1.0 if client_rate is None else client_rate, 0.0, 1.0, True, False, "up"),
+            rounds=(1.0 if rounds is None else rounds, 1.0, np.inf, False, False, "up"),
+            delta=(delta, 0.0, 1.0, True, True, "down"),
         )
         if accountant != "rdp":
             if two_stage:
@@ -513,10 +514,10 @@ def steps(target_epsilon, q, sigma, delta, *, orders=None, accountant="rdp", chu
     """
     with float64():
         shape, arrays = _validated(
-            target_epsilon=(target_epsilon, 0.0, np.inf, True, False),
-            q=(q, 0.0, 1.0, True, False),
-            sigma=(sigma, 0.0, np.inf, True, False),
-            delta=(delta, 0.0, 1.0, True, True),
+            target_epsilon=(target_epsilon, 0.0, np.inf, True, False, "down"),
+            q=(q, 0.0, 1.0, True, False, "up"),
+            sigma=(sigma, 0.0, np.inf, True, False, "down"),
+            delta=(delta, 0.0, 1.0, True, True, "down"),
         )
         if accountant != "rdp":
             t = _by_events(lambda t_, q_, s: events.SelfComposed(events.PoissonSampled(q_, events.Gaussian(s)),
@@ -601,8 +602,8 @@ def calibrate(make_event, target_epsilon, delta, *, bounds, accountant="best", x
         raise ValueError(f"make_event must be a callable from parameters to an event, got {make_event!r}")
     with float64():
         shape, (targets, deltas) = _validated(
-            target_epsilon=(target_epsilon, 0.0, np.inf, True, False),
-            delta=(delta, 0.0, 1.0, True, True),
+            target_epsilon=(target_epsilon, 0.0, np.inf, True, False, "down"),
+            delta=(delta, 0.0, 1.0, True, True, "down"),
         )
         targets = np.asarray(targets, np.float64).reshape(-1)
         deltas = np.asarray(deltas, np.float64).reshape(-1)

@@ -194,7 +194,7 @@ def gaussian_tradeoff(mu, alpha):
         0.740489
     """
     with float64():
-        mu = check_array("mu", mu, 0.0)
+        mu = check_array("mu", mu, 0.0, worse="up")
         alpha = check_array("alpha", alpha, 0.0, 1.0)
         check_broadcastable(mu=mu, alpha=alpha)
         return as_output(_gaussian_tradeoff_kernel(mu, alpha))
@@ -227,8 +227,8 @@ def gdp_delta(mu, epsilon):
         0.126937
     """
     with float64():
-        mu = check_array("mu", mu, 0.0, lo_open=True)
-        epsilon = check_array("epsilon", epsilon, 0.0)
+        mu = check_array("mu", mu, 0.0, lo_open=True, worse="up")
+        epsilon = check_array("epsilon", epsilon, 0.0, worse="down")
         check_broadcastable(mu=mu, epsilon=epsilon)
         return as_output(_gdp_delta_kernel(mu, epsilon))
 
@@ -260,8 +260,8 @@ def gdp_epsilon(mu, delta):
         0.0989
     """
     with float64():
-        mu = check_array("mu", mu, 0.0, lo_open=True)
-        delta = check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True)
+        mu = check_array("mu", mu, 0.0, lo_open=True, worse="up")
+        delta = check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True, worse="down")
         check_broadcastable(mu=mu, delta=delta)
         return as_output(_epsilon_jit(*jnp.broadcast_arrays(mu, delta)))
 
@@ -292,8 +292,8 @@ def gdp_mu(epsilon, delta):
         0.268051
     """
     with float64():
-        epsilon = check_array("epsilon", epsilon, 0.0)
-        delta = check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True)
+        epsilon = check_array("epsilon", epsilon, 0.0, worse="down")
+        delta = check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True, worse="down")
         check_broadcastable(epsilon=epsilon, delta=delta)
         return as_output(_mu_jit(*jnp.broadcast_arrays(epsilon, delta)))
 
@@ -317,7 +317,7 @@ def compose_gdp(mus, axis: int = -1):
         0.5
     """
     with float64():
-        mus = jnp.atleast_1d(check_array("mus", mus, 0.0))
+        mus = jnp.atleast_1d(check_array("mus", mus, 0.0, worse="up"))
         return as_output(_compose_kernel(mus, axis))
 
 
@@ -340,7 +340,7 @@ def group_gdp(mu, k):
         1.5
     """
     with float64():
-        mu = check_array("mu", mu, 0.0)
+        mu = check_array("mu", mu, 0.0, worse="up")
         k = check_array("k", k, 1.0, integer=True)
         check_broadcastable(mu=mu, k=k)
         return as_output(k * mu)
@@ -368,8 +368,8 @@ def eps_delta_tradeoff(epsilon, delta, alpha):
         0.718172
     """
     with float64():
-        epsilon = check_array("epsilon", epsilon, 0.0)
-        delta = check_array("delta", delta, 0.0, 1.0)
+        epsilon = check_array("epsilon", epsilon, 0.0, worse="up")
+        delta = check_array("delta", delta, 0.0, 1.0, worse="up")
         alpha = check_array("alpha", alpha, 0.0, 1.0)
         check_broadcastable(epsilon=epsilon, delta=delta, alpha=alpha)
         return as_output(_eps_delta_tradeoff_kernel(epsilon, delta, alpha))
@@ -433,8 +433,8 @@ def dpsgd_mu_clt(q, sigma, steps):
         1.310832
     """
     with float64():
-        q = check_array("q", q, 0.0, 1.0)
-        sigma = check_array("sigma", sigma, 0.0, lo_open=True)
-        steps = check_array("steps", steps, 0.0)
+        q = check_array("q", q, 0.0, 1.0, worse="up")
+        sigma = check_array("sigma", sigma, 0.0, lo_open=True, worse="down")
+        steps = check_array("steps", steps, 0.0, worse="up")
         check_broadcastable(q=q, sigma=sigma, steps=steps)
         return as_output(_clt_kernel(q, sigma, steps))

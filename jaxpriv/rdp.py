@@ -102,7 +102,7 @@ def gaussian(sigma, orders):
       [0.25, 1.0625]
     """
     with float64():
-        sigma = check_array("sigma", sigma, 0.0, np.inf, lo_open=True)
+        sigma = check_array("sigma", sigma, 0.0, np.inf, lo_open=True, worse="down")
         orders = jnp.asarray(check_orders(orders))
         return as_output(_gaussian_rdp(sigma[..., None], orders))
 
@@ -159,7 +159,7 @@ def laplace(b, orders):
       0.619123629999
     """
     with float64():
-        b = check_array("b", b, 0.0, np.inf, lo_open=True)
+        b = check_array("b", b, 0.0, np.inf, lo_open=True, worse="down")
         orders = jnp.asarray(check_orders(orders))
         return as_output(laplace_kernel(b[..., None], orders))
 
@@ -520,8 +520,8 @@ def subsampled_gaussian(q, sigma, orders):
       0.000317788072
     """
     with float64():
-        q = check_array("q", q, 0.0, 1.0)
-        sigma = check_array("sigma", sigma, 0.0, np.inf, lo_open=True)
+        q = check_array("q", q, 0.0, 1.0, worse="up")
+        sigma = check_array("sigma", sigma, 0.0, np.inf, lo_open=True, worse="down")
         check_broadcastable(q=q, sigma=sigma)
         return as_output(_subsampled_gaussian(q, sigma, check_orders(orders)))
 
@@ -616,7 +616,7 @@ def _check_curve(rdp, orders):
             raise ValueError(
                 f"rdp must have the orders on its last axis: got shape {rdp_np.shape} for {orders.size} orders"
             )
-    rdp = check_array("rdp", rdp, 0.0, np.inf, allow_inf=True)
+    rdp = check_array("rdp", rdp, 0.0, np.inf, allow_inf=True, worse="up")
     return rdp, orders
 
 
@@ -648,7 +648,7 @@ def to_epsilon(rdp, orders, delta, conversion: str = "improved"):
         raise ValueError(f"conversion must be 'improved' or 'classic', got {conversion!r}")
     with float64():
         rdp, orders = _check_curve(rdp, orders)
-        delta = check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True)
+        delta = check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True, worse="down")
         check_broadcastable(rdp=rdp[..., 0], delta=delta)
         return as_output(to_epsilon_kernel(rdp, orders, delta, conversion))
 
@@ -676,7 +676,7 @@ def to_delta(rdp, orders, epsilon):
     """
     with float64():
         rdp, orders = _check_curve(rdp, orders)
-        epsilon = check_array("epsilon", epsilon, 0.0, np.inf)
+        epsilon = check_array("epsilon", epsilon, 0.0, np.inf, worse="down")
         check_broadcastable(rdp=rdp[..., 0], epsilon=epsilon)
         log_delta, best = _to_log_delta(rdp, orders, epsilon)
         return as_output((jnp.exp(log_delta), best))
@@ -726,8 +726,8 @@ def client_sampled(curve, client_rate, orders):
       1.0
     """
     with float64():
-        curve = check_array("curve", curve, 0.0, np.inf, allow_inf=True)
-        client_rate = check_array("client_rate", client_rate, 0.0, 1.0, lo_open=True)
+        curve = check_array("curve", curve, 0.0, np.inf, allow_inf=True, worse="up")
+        client_rate = check_array("client_rate", client_rate, 0.0, 1.0, lo_open=True, worse="up")
         orders = check_orders(orders)
         return as_output(_client_sampled(curve, jnp.asarray(client_rate)[..., None], orders))
 
@@ -784,11 +784,11 @@ def two_stage(q, sigma, steps, client_rate, rounds, orders):
     """
     with float64():
         args = {
-            "q": check_array("q", q, 0.0, 1.0),
-            "sigma": check_array("sigma", sigma, 0.0, np.inf, lo_open=True),
-            "steps": check_array("steps", steps, 1.0, np.inf),
-            "client_rate": check_array("client_rate", client_rate, 0.0, 1.0, lo_open=True),
-            "rounds": check_array("rounds", rounds, 1.0, np.inf),
+            "q": check_array("q", q, 0.0, 1.0, worse="up"),
+            "sigma": check_array("sigma", sigma, 0.0, np.inf, lo_open=True, worse="down"),
+            "steps": check_array("steps", steps, 1.0, np.inf, worse="up"),
+            "client_rate": check_array("client_rate", client_rate, 0.0, 1.0, lo_open=True, worse="up"),
+            "rounds": check_array("rounds", rounds, 1.0, np.inf, worse="up"),
         }
         orders = check_orders(orders)
         shape = check_broadcastable(**args)
@@ -998,7 +998,7 @@ def subsampled(q, rdp_fn, orders):
       ([2.84e-05, 0.00014882], True)
     """
     with float64():
-        q = check_array("q", q, 0.0, 1.0)
+        q = check_array("q", q, 0.0, 1.0, worse="up")
         orders = check_orders(orders)
         n = max(2, int(math.ceil(orders.max())))
         int_orders = np.arange(2.0, n + 1.0)

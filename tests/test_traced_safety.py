@@ -1,0 +1,192 @@
+"""Inside a caller's jit an invalid input cannot raise: it must give NaN, never a number (SPEC §0.4).
+
+For each public privacy function, one valid call is listed below. The test runs it once eagerly while
+recording every range check the function makes (the library's own ``check_values`` calls: name, range,
+and which argument was checked), so the invalid values come from the library's declared ranges rather
+than from a second copy here. Then, per checked argument, one jitted, vmapped call evaluates the valid
+value and every invalid one (NaN, each side of the range, ±inf, a non-integer where integers are
+required): the valid row must stay finite and every invalid row must be NaN (or the call must raise).
+"""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxpriv
+from jaxpriv import _numerics, calibrate, fdp, rdp
+from jaxpriv.mechanisms import clip_laplace, gaussian, laplace, randomized_response, staircase
+from jaxpriv.shuffle import bounds, clones
+
+ORDERS = np.array([1.5, 2.0, 8.0, 32.0])
+INTEGER_ORDERS = np.array([2.0, 3.0, 8.0, 32.0])
+
+
+class Number(float):
+    """A float with its own identity, so a recorded check can be traced back to the argument."""
+
+
+# name → (function, keyword arguments of one valid call); numbers are wrapped in Number below
+CALLS = {
+    "fdp.gaussian_tradeoff": (fdp.gaussian_tradeoff, dict(mu=1.0, alpha=0.1)),
+    "fdp.gdp_delta": (fdp.gdp_delta, dict(mu=1.0, epsilon=1.0)),
+    "fdp.gdp_epsilon": (fdp.gdp_epsilon, dict(mu=1.0, delta=1e-5)),
+    "fdp.gdp_mu": (fdp.gdp_mu, dict(epsilon=1.0, delta=1e-5)),
+    "fdp.group_gdp": (fdp.group_gdp, dict(mu=1.0, k=3.0)),
+    "fdp.eps_delta_tradeoff": (fdp.eps_delta_tradeoff, dict(epsilon=1.0, delta=1e-3, alpha=0.1)),
+    "fdp.dpsgd_mu_clt": (fdp.dpsgd_mu_clt, dict(q=0.01, sigma=1.1, steps=1000.0)),
+    "rdp.gaussian": (rdp.gaussian, dict(sigma=1.1, orders=ORDERS)),
+    "rdp.laplace": (rdp.laplace, dict(b=1.1, orders=ORDERS)),
+    "rdp.subsampled_gaussian": (rdp.subsampled_gaussian, dict(q=0.01, sigma=1.1, orders=ORDERS)),
+    "rdp.to_epsilon": (rdp.to_epsilon, dict(rdp=np.array([0.1, 0.2, 0.5, 2.0]), orders=ORDERS, delta=1e-5)),
+    "rdp.to_delta": (rdp.to_delta, dict(rdp=np.array([0.1, 0.2, 0.5, 2.0]), orders=ORDERS, epsilon=1.0)),
+    "rdp.two_stage": (rdp.two_stage, dict(q=0.05, sigma=1.1, steps=5.0, client_rate=0.5, rounds=20.0,
+                                          orders=ORDERS)),
+    "dpsgd_epsilon": (jaxpriv.dpsgd_epsilon, dict(q=0.01, sigma=1.1, steps=1000.0, delta=1e-5)),
+    "calibrate.noise_multiplier": (calibrate.noise_multiplier, dict(target_epsilon=2.0, q=0.01, steps=1000.0,
+                                                                     delta=1e-5)),
+    "calibrate.sampling_rate": (calibrate.sampling_rate, dict(target_epsilon=2.0, sigma=1.1, steps=1000.0,
+                                                               delta=1e-5)),
+    "calibrate.steps": (calibrate.steps, dict(target_epsilon=2.0, q=0.01, sigma=1.1, delta=1e-5)),
+    "shuffle.fmt22_closed_form": (bounds.fmt22_closed_form, dict(eps0=1.0, n=1000.0, delta=1e-6)),
+    "shuffle.erlingsson19": (bounds.erlingsson19, dict(eps0=0.5, n=1000.0, delta=1e-6)),
+    "shuffle.girgis_rdp": (bounds.girgis_rdp, dict(eps0=1.0, n=1000.0, orders=INTEGER_ORDERS)),
+    "shuffle.girgis_rdp_simplified": (bounds.girgis_rdp_simplified, dict(eps0=1.0, n=1000.0, orders=INTEGER_ORDERS)),
+    "shuffle.girgis_rdp_lower": (bounds.girgis_rdp_lower, dict(eps0=1.0, n=1000.0, orders=INTEGER_ORDERS)),
+    "shuffle.sapes_proposition1": (bounds.sapes_proposition1, dict(eps_c=1.0, delta_c=1e-6, b=4.0,
+                                                                   delta_prime=1e-6)),
+    "shuffle.clones_delta": (clones.clones_delta, dict(eps0=1.0, n=1000.0, epsilon=0.5)),
+    "shuffle.clones_epsilon": (clones.clones_epsilon, dict(eps0=1.0, n=1000.0, delta=1e-6)),
+    "gaussian.rdp": (gaussian.rdp, dict(sigma=1.1, orders=ORDERS, sensitivity=1.0)),
+    "gaussian.mu": (gaussian.mu, dict(sigma=1.1, sensitivity=1.0)),
+    "gaussian.delta": (gaussian.delta, dict(sigma=1.1, epsilon=1.0, sensitivity=1.0)),
+    "gaussian.epsilon": (gaussian.epsilon, dict(sigma=1.1, delta=1e-5, sensitivity=1.0)),
+    "gaussian.classical_sigma": (gaussian.classical_sigma, dict(epsilon=0.5, delta=1e-5, sensitivity=1.0)),
+    "gaussian.analytic_sigma": (gaussian.analytic_sigma, dict(epsilon=1.0, delta=1e-5, sensitivity=1.0)),
+    "laplace.rdp": (laplace.rdp, dict(scale=1.1, orders=ORDERS, sensitivity=1.0)),
+    "laplace.epsilon": (laplace.epsilon, dict(scale=1.1, sensitivity=1.0)),
+    "laplace.scale_for": (laplace.scale_for, dict(epsilon=1.0, sensitivity=1.0)),
+    "staircase.optimal_gamma": (staircase.optimal_gamma, dict(epsilon=1.0)),
+    "staircase.epsilon": (staircase.epsilon, dict(epsilon=1.0, gamma=0.3, sensitivity=1.0)),
+    "staircase.rdp": (staircase.rdp, dict(epsilon=1.0, gamma=0.3, orders=ORDERS, sensitivity=1.0)),
+    "staircase.rdp_shift": (staircase.rdp_shift, dict(epsilon=1.0, shift=0.5, gamma=0.3, orders=ORDERS,
+                                                      sensitivity=1.0)),
+    "staircase.rdp_l1": (staircase.rdp_l1, dict(epsilon=1.0, dimension=3.0, gamma=0.3, orders=ORDERS)),
+    "randomized_response.keep_probability": (randomized_response.keep_probability, dict(epsilon=1.0, k=3.0)),
+    "randomized_response.epsilon": (randomized_response.epsilon, dict(keep=0.6, k=3.0)),
+    "randomized_response.rdp": (randomized_response.rdp, dict(epsilon=1.0, orders=ORDERS, k=3.0)),
+    "clip_laplace.local_scale": (clip_laplace.local_scale, dict(epsilon=1.0, clip=1.0)),
+    "clip_laplace.neighbor_divergence": (clip_laplace.neighbor_divergence, dict(eps_i=1.0, eps_j=2.0, clip=1.0,
+                                                                                A=1.0)),
+}
+
+
+def invalid_values(lo, hi, lo_open, hi_open, integer, allow_inf) -> list[float]:
+    """Values outside [lo, hi] (ends open or closed as declared), NaN, inf and a non-integer."""
+    bad = [math.nan]
+    if math.isfinite(lo):
+        bad += [lo - max(1.0, abs(lo))] + ([lo] if lo_open else [])
+    if math.isfinite(hi):
+        bad += [hi + max(1.0, abs(hi))] + ([hi] if hi_open else [])
+    elif not allow_inf:
+        bad += [math.inf]
+    if integer:
+        bad += [max(lo, 0.0) + 1.5]
+    return bad
+
+
+def checked_arguments(fn, kwargs) -> dict:
+    """Run ``fn(**kwargs)`` eagerly and return argument → the range spec each check declared for it."""
+    numbered = {k: Number(v) if isinstance(v, float) else v for k, v in kwargs.items()}
+    specs = {}
+    original = _numerics.check_values
+
+    def recording(name, value, lo=-np.inf, hi=np.inf, *, lo_open=False, hi_open=False, integer=False,
+                  allow_inf=False):
+        for key, arg in numbered.items():
+            if value is arg:
+                specs.setdefault(key, []).append((lo, hi, lo_open, hi_open, integer, allow_inf))
+        return original(name, value, lo, hi, lo_open=lo_open, hi_open=hi_open, integer=integer,
+                        allow_inf=allow_inf)
+
+    _numerics.check_values = recording
+    try:
+        fn(**numbered)
+    finally:
+        _numerics.check_values = original
+    return specs
+
+
+CASES = []
+for _name, (_fn, _kwargs) in CALLS.items():
+    for _arg, _value in _kwargs.items():
+        if isinstance(_value, float):
+            CASES.append(pytest.param(_fn, _kwargs, _arg, id=f"{_name}-{_arg}"))
+
+
+@pytest.mark.parametrize("fn, kwargs, arg", CASES)
+def test_invalid_traced_argument_gives_nan(fn, kwargs, arg):
+    specs = checked_arguments(fn, kwargs)
+    assert arg in specs, f"{arg} is never range-checked"  # every numeric argument has a declared range
+    bad = sorted({v for spec in specs[arg] for v in invalid_values(*spec)
+                  if not all(_inside(v, *s) for s in specs[arg])}, key=repr)
+    values = jnp.asarray([kwargs[arg], *bad], dtype=jnp.float32)  # x64 off here: the caller's dtype
+
+    def call(v):
+        return fn(**{**kwargs, arg: v})
+
+    try:
+        out = jax.jit(jax.vmap(call))(values)
+    except jax.errors.ConcretizationTypeError:  # a structural argument (RR's k) must be concrete: safe too
+        return
+    except ValueError as err:  # refusing a traced argument outright is also safe
+        assert "concrete" in str(err) or "trac" in str(err), err
+        return
+    for leaf in jax.tree_util.tree_leaves(out):
+        leaf = np.asarray(leaf, dtype=np.float64).reshape(len(values), -1)
+        assert np.isfinite(leaf[0]).all(), f"valid {arg} = {kwargs[arg]} gave {leaf[0]}"
+        for v, row in zip(bad, leaf[1:]):
+            assert np.isnan(row).all(), f"invalid {arg} = {v} gave {row}"
+
+
+def _inside(v, lo, hi, lo_open, hi_open, integer, allow_inf) -> bool:
+    if math.isnan(v) or (math.isinf(v) and not allow_inf):
+        return False
+    ok = (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
+    return ok and (not integer or float(v).is_integer())
+
+
+# --------------------------------------------------------------------------------------------------
+# float32 inputs under jit (x64 off): conservative for every float64 the caller may have meant
+# --------------------------------------------------------------------------------------------------
+
+
+def _random_settings(n=100, seed=0):
+    rng = np.random.default_rng(seed)
+    return (10 ** rng.uniform(-3, np.log10(0.2), n), rng.uniform(0.5, 5.0, n),
+            np.round(10 ** rng.uniform(1, 4, n)), 10 ** rng.uniform(-8, -3, n))
+
+
+def test_float32_inputs_under_jit_never_give_a_smaller_epsilon(monkeypatch):
+    assert not jax.config.jax_enable_x64  # the caller's setting in this suite: jit rounds inputs to float32
+    q, sigma, steps, delta = _random_settings()
+    exact = np.asarray(jaxpriv.dpsgd_epsilon(q, sigma, steps, delta))  # at the caller's float64 values
+    monkeypatch.setattr(_numerics, "_warned_float32", False)
+    with pytest.warns(UserWarning, match="pessimistic end of its rounding interval"):
+        traced = np.asarray(jax.jit(jaxpriv.dpsgd_epsilon)(q, sigma, steps, delta))
+    assert (traced >= exact).all()
+    assert (traced <= exact * (1 + 1e-5)).all()  # and only by the rounding, not more
+
+
+def test_float32_calibration_under_jit_stays_on_the_safe_side():
+    q, sigma, steps, delta = _random_settings(40, seed=1)
+    target = np.asarray(jaxpriv.dpsgd_epsilon(q, sigma, steps, delta))  # a reachable target per setting
+    exact_sigma = np.asarray(calibrate.noise_multiplier(target, q, steps, delta))
+    traced_sigma = np.asarray(jax.jit(calibrate.noise_multiplier)(target, q, steps, delta))
+    assert (traced_sigma >= exact_sigma).all()
+    exact_q = np.asarray(calibrate.sampling_rate(target, sigma, steps, delta))
+    traced_q = np.asarray(jax.jit(calibrate.sampling_rate)(target, sigma, steps, delta))
+    assert (traced_q <= exact_q).all()
+    assert (np.asarray(jaxpriv.dpsgd_epsilon(q, traced_sigma, steps, delta)) <= target).all()
