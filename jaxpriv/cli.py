@@ -69,10 +69,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with a one-line error message (its default repeats the whole usage first)."""
+    """argparse with a one-line error message (its default prints the whole usage first)."""
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message}; see '{self.prog} --help' for usage\n")
+        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -490,7 +490,7 @@ def cmd_sweep(args) -> int:
         ["configurations/s", f"{rate:,.0f}" if (rate := grid.size / grid.seconds) >= 10 else f"{rate:.2g}"],
     ], numeric=()))
     for kind, path in paths.items():
-        console.print(f"wrote {kind}: {escape(path)}")
+        console.print(f"wrote {kind}: {escape(path)}", soft_wrap=True)  # paths never wrap
     return 0
 
 
@@ -518,11 +518,11 @@ def cmd_report(args) -> int:
         ["Gaussian DP, CLT (approximation)", _fmt(s["epsilon_gdp_clt_approximation"])],
     ]))
     for kind in ("report", "epsilon_grid", "sigma_vs_epsilon"):
-        console.print(f"wrote {escape(files[kind])}")
+        console.print(f"wrote {escape(files[kind])}", soft_wrap=True)
     if systems:
         done = reproduce_systems(args.out, quick=args.quick, systems=systems,
                                  status=lambda what: console.print(f"… {what}"))
-        console.print(f"wrote {escape(done['systems'])}")
+        console.print(f"wrote {escape(done['systems'])}", soft_wrap=True)
     return 0
 
 
@@ -568,7 +568,7 @@ def cmd_shuffle(args) -> int:
         ]
         if not args.json:
             for path in paths:
-                _console().print(f"wrote {escape(path)}")
+                _console().print(f"wrote {escape(path)}", soft_wrap=True)
     return 0
 
 
@@ -713,5 +713,5 @@ def cmd_train(args) -> int:
                   f"({result.stopped}; {result.seconds:.1f} s)")
     for kind in ("json", "plot"):
         if getattr(args, kind):
-            console.print(f"wrote {kind}: {escape(getattr(args, kind))}")
+            console.print(f"wrote {kind}: {escape(getattr(args, kind))}", soft_wrap=True)
     return 0
