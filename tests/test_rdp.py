@@ -651,3 +651,18 @@ def test_default_orders_finite_where_a_gather_once_produced_nan():
 def test_compose_mismatched_curves_raise_value_error():
     with pytest.raises(ValueError, match="curves"):
         rdp.compose(np.ones(2), np.ones(3))
+
+
+# The README's stated accuracy at the edges of the range and beyond it (σ = 100, 1000): the worst cases
+# found on a grid q ∈ {1e-6, 1e-3, 0.1, 0.5, 0.999} × σ ∈ {0.3, 1, 10, 50, 100, 1000} × α ∈ {1.01, 1.5,
+# 2.5, 10.5, 99.9}, each with the bound the README states for it; never below the exact value.
+EDGE_CASES = [((0.5, 50.0, 1.01), 4.1e-9), ((0.999, 50.0, 1.01), 1e-9), ((0.5, 100.0, 1.01), 1.6e-8),
+              ((0.5, 1000.0, 1.01), 1.5e-6), ((1e-6, 1000.0, 99.9), 1.5e-6), ((1e-3, 1000.0, 2.5), 1.5e-6)]
+
+
+@pytest.mark.parametrize("case, bound", EDGE_CASES, ids=[f"q={q:g}-sigma={s:g}-alpha={a:g}" for (q, s, a), _ in EDGE_CASES])
+def test_fractional_order_accuracy_as_the_readme_states(case, bound):
+    q, sigma, alpha = case
+    got = float(np.asarray(rdp.subsampled_gaussian(q, sigma, [alpha]))[0])
+    want = float(mp_subsampled_gaussian(q, sigma, alpha))
+    assert 0.0 <= (got - want) / want <= bound, (got - want) / want
