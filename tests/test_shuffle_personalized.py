@@ -220,3 +220,55 @@ def test_budget_vectors_of_similar_size_reuse_the_compiled_programs():
     for n in (1010, 1100):
         personalized_epsilon(rng.uniform(0.5, 1.0, n), 1e-6)
     assert [k._cache_size() for k in kernels] == sizes
+
+
+# ------------------------------------------------------------------------------------------------
+# APES / EoN clone law: one Bernoulli(p̄_i) per user (the docstring's derivation), against mpmath
+# ------------------------------------------------------------------------------------------------
+
+
+def mp_poisson_binomial(probabilities, dps=40):
+    """Exact pmf of Σ Bern(p_i) by the O(n²) recursion in mpmath (every term positive)."""
+    from mpmath import mp
+
+    with mp.workdps(dps):
+        f = [mp.mpf(1)]
+        for p in probabilities:
+            p = mp.mpf(float(p))
+            f = [(f[k] if k < len(f) else 0) * (1 - p) + (f[k - 1] * p if k > 0 else 0) for k in range(len(f) + 1)]
+        return np.array([float(x) for x in f])
+
+
+def echo_matrix(eps):
+    """p_ij of SPEC §3.2 directly, O(n²): (ε_i/ε_j)(1−e^{−ε_j})/(1−e^{−ε_i}) e^{−max(ε_i, ε_j)}."""
+    ei, ej = eps[:, None], eps[None, :]
+    return (ei / ej) * (-np.expm1(-ej)) / (-np.expm1(-ei)) * np.exp(-np.maximum(ei, ej))
+
+
+def apes_laws(eps):
+    """(per-user, literal) clone-count pmfs for the worst-case target: the others are every user but the
+    one with the largest p̄_i. Per user: Σ_{i≠t} Bern(p̄_i), p̄_i = Σ_j p_ij/n. Literal (the paper's
+    display): Σ_{i≠t} Σ_j Bern(p_ij/n)."""
+    p = echo_matrix(eps) / eps.size
+    mean = p.sum(axis=1)
+    others = np.delete(np.arange(eps.size), np.argmax(mean))
+    return mp_poisson_binomial(mean[others]), mp_poisson_binomial(p[others].ravel())
+
+
+def test_apes_clone_law_is_one_bernoulli_per_user_against_mpmath():
+    eps = np.random.default_rng(5).uniform(0.05, 1.0, size=25)
+    delta = 1e-2
+    per_user, literal = apes_laws(eps)
+    q = np.exp(eps.max()) / (1 + np.exp(eps.max()))  # the target answers RR at ε* = max ε
+    got = float(personalized_epsilon(eps, delta, model="apes"))
+    assert oracle_delta(q, per_user, got) <= delta * (1 + 1e-9)  # conservative for the per-user law
+    assert oracle_delta(q, per_user, got * (1 - 1e-6)) > delta  # and tight: it is that law's ε
+    # The paper's literal law has the same mean but more spread (a user can echo up to n times), and it
+    # would give a larger ε: the per-user reading is not a looser bound in disguise, it is another law.
+    counts = np.arange(literal.size)
+    mean_u, mean_l = (counts[:per_user.size] * per_user).sum(), (counts * literal).sum()
+    assert mean_u == pytest.approx(mean_l, rel=1e-12)
+    var_u = (counts[:per_user.size] ** 2 * per_user).sum() - mean_u**2
+    var_l = (counts**2 * literal).sum() - mean_l**2
+    assert var_u < var_l
+    assert oracle_delta(q, literal, got) > delta  # under the literal law the same ε would not hold

@@ -14,14 +14,27 @@ Models (``model``):
   (1−δ_t)·δ_pure(ε). With equal budgets and δ_i = 0 this is ``clones_epsilon(ε₀, n, δ, "strong")``.
 * ``"apes"`` (APES / Echo of Neighbors, seed 000, pure ε_i-LDP): user i ≠ t becomes a clone with
   probability c_i = p̄_i = Σ_j p_ij / n, p_ij the echo probabilities of SPEC §3.2, and the target
-  answers RR at ε* = max_j ε_j. **Reading of the seed, stated explicitly:** the paper writes
-  |T| ~ Σ_{i≠t} Σ_j Bern(p_ij/n), but its own Lemma 5 (Eq. 4) decomposes each user's output law as ONE
-  mixture μ_i = (1/n) Σ_j [p_ij/2 ρ + p_ij/2 ρ' + (1−p_ij) γ_i] = p̄_i/2 ρ + p̄_i/2 ρ' + (1−p̄_i) γ̄_i: the n
-  events "j" are the mutually exclusive components of one user's mixture (the target's budget ε_j is
-  uniformly shuffled), not n independent coins. So user i is one Bernoulli(p̄_i) clone, independently
-  of the other users: C ~ Poisson-binomial(p̄_i, i ≠ t), the same mean Σ_i p̄_i = S of Theorem 4 as the
-  paper's sum of n(n−1) coins but the right variance (the paper's literal law is more concentrated
-  and can exceed n−1 clones). The target's degraded RR (Lemma 3) is taken at ε* = max ε_j, as in the
+  answers RR at ε* = max_j ε_j. The clone count is C ~ Poisson-binomial(p̄_i, i ≠ t). The paper's
+  display writes |T| ~ Σ_{i≠t} Σ_j Bern(p_ij/n) instead; this is why that is not the law of C
+  (proof sketch):
+
+  1. Users randomize independently, so C = Σ_{i≠t} 1[user i's report is a clone], a sum of independent
+     indicators, one per user: whatever each indicator's probability, C is Poisson-binomial.
+  2. The clone reduction (FMT22 Thm 3.1; SPEC §3.1) needs each other user's output law written as one
+     mixture μ_i = c_i/2·ρ + c_i/2·ρ' + (1 − c_i)·γ_i with ρ, ρ' the target's two (degraded) output
+     laws. Lemma 5 (Eq. 4) gives exactly that, with weights averaged over the target's unknown budget
+     index j (budgets are shuffled): μ_i = (1/n) Σ_j [p_ij/2·ρ + p_ij/2·ρ' + (1 − p_ij)·γ_i], i.e.
+     c_i = p̄_i. Each (i, j) term is valid because p_ij ≤ μ_i/μ_j pointwise (Lemma 4).
+  3. One report is one draw from μ_i: the component j is chosen once, so the n events "component j,
+     echo" are mutually exclusive and user i contributes a clone with probability Σ_j p_ij/n = p̄_i,
+     never more than one. Σ_j Bern(p_ij/n) would treat them as n independent coins — n reports per
+     user, up to n(n − 1) clones in all — which is the law of no quantity in the mechanism.
+
+  Both laws have the mean S of Theorem 4; the literal one has the larger variance (Σ_j p_ij/n(1 − p_ij/n)
+  ≥ p̄_i(1 − p̄_i)) and, measured, gives a larger ε (the per-user ε is 0.98× and 0.97× the literal
+  law's at n = 60, ε_i ~ U(0.05, 1), δ = 1e-3 and 1e-4): the per-user law is the smaller of the two, and
+  the correct one; ``tests/test_shuffle_personalized.py`` pins both against an exact
+  mpmath Poisson-binomial). The target's degraded RR (Lemma 3) is taken at ε* = max ε_j, as in the
   paper's proof of Theorem 4 (the budgets are shuffled, so its report may carry any of them). With
   equal budgets p̄_i = e^{−ε₀} and this is ``clones_epsilon(ε₀, n, δ, "fmt22")``. p̄_i is computed in
   O(n log n) (sorted prefix sums as in :func:`jaxpriv.shuffle.bounds.apes_echo_sum`) and rounded down
