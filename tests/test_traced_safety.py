@@ -190,3 +190,13 @@ def test_float32_calibration_under_jit_stays_on_the_safe_side():
     traced_q = np.asarray(jax.jit(calibrate.sampling_rate)(target, sigma, steps, delta))
     assert (traced_q <= exact_q).all()
     assert (np.asarray(jaxpriv.dpsgd_epsilon(q, traced_sigma, steps, delta)) <= target).all()
+
+
+def test_float32_mechanism_and_shuffle_bounds_under_jit_are_conservative():
+    rng = np.random.default_rng(2)
+    sigma, delta = rng.uniform(0.5, 5.0, 50), 10 ** rng.uniform(-8, -3, 50)
+    assert (np.asarray(jax.jit(gaussian.epsilon)(sigma, delta)) >= np.asarray(gaussian.epsilon(sigma, delta))).all()
+    eps0 = rng.uniform(0.1, 2.0, 20)
+    exact = np.asarray(clones.clones_epsilon(eps0, 1000, 1e-6))
+    traced = np.asarray(jax.jit(lambda e: clones.clones_epsilon(e, 1000, 1e-6))(eps0))
+    assert (traced >= exact).all()

@@ -89,4 +89,4 @@ def round_to(value, dtype, up: bool = True) -> np.ndarray:
 
 
 def _check_sensitivity(sensitivity):
-    return check_array("sensitivity", sensitivity, 0.0, np.inf, lo_open=True)
+    return check_array("sensitivity", sensitivity, 0.0, np.inf, lo_open=True, worse="up")

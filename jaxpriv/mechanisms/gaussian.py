@@ -159,7 +159,7 @@ def rdp(sigma, orders, sensitivity=1.0):
       [0.25, 1.0]
     """
     with float64():
-        sigma = check_array("sigma", sigma, 0.0, np.inf, lo_open=True)
+        sigma = check_array("sigma", sigma, 0.0, np.inf, lo_open=True, worse="down")
         sensitivity = _check_sensitivity(sensitivity)
         check_broadcastable(sigma=sigma, sensitivity=sensitivity)
         return _rdp.gaussian(_directed_quotient(sigma, sensitivity, up=False), orders)
@@ -188,7 +188,7 @@ def mu(sigma, sensitivity=1.0):
       0.5
     """
     with float64():
-        sigma = check_array("sigma", sigma, 0.0, np.inf, lo_open=True)
+        sigma = check_array("sigma", sigma, 0.0, np.inf, lo_open=True, worse="down")
         sensitivity = _check_sensitivity(sensitivity)
         check_broadcastable(sigma=sigma, sensitivity=sensitivity)
         return as_output(_mu(sigma, sensitivity))
@@ -215,8 +215,8 @@ def delta(sigma, epsilon, sensitivity=1.0):
       True
     """
     with float64():
-        sigma = check_array("sigma", sigma, 0.0, np.inf, lo_open=True)
-        epsilon = check_array("epsilon", epsilon, 0.0, np.inf)
+        sigma = check_array("sigma", sigma, 0.0, np.inf, lo_open=True, worse="down")
+        epsilon = check_array("epsilon", epsilon, 0.0, np.inf, worse="down")
         sensitivity = _check_sensitivity(sensitivity)
         check_broadcastable(sigma=sigma, epsilon=epsilon, sensitivity=sensitivity)
         return fdp.gdp_delta(_mu(sigma, sensitivity), epsilon)
@@ -242,8 +242,8 @@ def epsilon(sigma, delta, sensitivity=1.0):
       1.0
     """
     with float64():
-        sigma = check_array("sigma", sigma, 0.0, np.inf, lo_open=True)
-        delta = check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True)
+        sigma = check_array("sigma", sigma, 0.0, np.inf, lo_open=True, worse="down")
+        delta = check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True, worse="down")
         sensitivity = _check_sensitivity(sensitivity)
         check_broadcastable(sigma=sigma, delta=delta, sensitivity=sensitivity)
         return fdp.gdp_epsilon(_mu(sigma, sensitivity), delta)
@@ -255,8 +255,8 @@ def epsilon(sigma, delta, sensitivity=1.0):
 
 
 def _check_eps_delta(epsilon, delta, sensitivity):
-    epsilon = check_array("epsilon", epsilon, 0.0, np.inf, lo_open=True)
-    delta = check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True)
+    epsilon = check_array("epsilon", epsilon, 0.0, np.inf, lo_open=True, worse="down")
+    delta = check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True, worse="down")
     sensitivity = _check_sensitivity(sensitivity)
     check_broadcastable(epsilon=epsilon, delta=delta, sensitivity=sensitivity)
     return epsilon, delta, sensitivity

@@ -347,9 +347,9 @@ def _validated(eps0, n, third_name, third, third_range, clones):
         raise ValueError("n must be concrete (it fixes the static size of the summation window), not traced")
     lo, hi, lo_open, hi_open = third_range
     arrays = {
-        "eps0": check_array("eps0", eps0, 0.0, np.inf, lo_open=True),
+        "eps0": check_array("eps0", eps0, 0.0, np.inf, lo_open=True, worse="up"),
         "n": check_array("n", n, 2.0, np.inf, integer=True),
-        third_name: check_array(third_name, third, lo, hi, lo_open=lo_open, hi_open=hi_open),
+        third_name: check_array(third_name, third, lo, hi, lo_open=lo_open, hi_open=hi_open, worse="down"),
     }
     shape = check_broadcastable(**arrays)
     window, anchor = _sizes(float(np.max(np.asarray(n, dtype=np.float64))))  # n is concrete (checked above)
