@@ -6,6 +6,7 @@ UDP-FL off-by-one sampler fails the same test, UDP-FL's printed formula, and one
 """
 
 import math
+import re
 
 import jax
 import jax.numpy as jnp
@@ -392,3 +393,11 @@ def test_sample_with_concrete_parameters_inside_a_callers_jit():
     key = jax.random.key(0)
     inside = jax.jit(lambda k: staircase.sample(k, 1.0, None, (1000,), sensitivity=0.5))(key)
     np.testing.assert_array_equal(inside, staircase.sample(key, 1.0, None, (1000,), sensitivity=0.5))
+
+
+@pytest.mark.parametrize("epsilon, gamma, message", [(0.0, 0.3, "epsilon must lie in (0.0, inf)"),
+                                                     (1.0, 1.5, "gamma must lie in [0.0, 1.0]"),
+                                                     (float("nan"), 0.3, "epsilon contains NaN")])
+def test_privacy_loss_atoms_rejects_bad_input(epsilon, gamma, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        staircase.privacy_loss_atoms(epsilon, gamma)

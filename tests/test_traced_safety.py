@@ -5,7 +5,8 @@ recording every range check the function makes (the library's own ``check_values
 and which argument was checked), so the invalid values come from the library's declared ranges rather
 than from a second copy here. Then, per checked argument, one jitted, vmapped call evaluates the valid
 value and every invalid one (NaN, each side of the range, ±inf, a non-integer where integers are
-required): the valid row must stay finite and every invalid row must be NaN (or the call must raise).
+required): the valid row must not be NaN and every invalid row must be NaN (or the call must raise). An array
+argument is made invalid in its first element, and the answer must be NaN at least where it feeds.
 """
 
 import math
@@ -80,6 +81,28 @@ CALLS = {
     "clip_laplace.local_scale": (clip_laplace.local_scale, dict(epsilon=1.0, clip=1.0)),
     "clip_laplace.neighbor_divergence": (clip_laplace.neighbor_divergence, dict(eps_i=1.0, eps_j=2.0, clip=1.0,
                                                                                 A=1.0)),
+    # array arguments (an invalid value replaces their first element) and the mechanisms' moments
+    "fdp.compose_gdp": (fdp.compose_gdp, dict(mus=np.array([0.5, 1.0, 2.0]))),
+    "rdp.client_sampled": (rdp.client_sampled, dict(curve=np.array([0.1, 0.2, 0.5, 2.0]), client_rate=0.5,
+                                                    orders=ORDERS)),
+    "shuffle.gspa_mu": (bounds.gspa_mu, dict(local_epsilons=np.array([0.5, 1.0, 2.0] * 100))),
+    "shuffle.gspa_mu_composed": (bounds.gspa_mu_composed, dict(local_epsilons=np.array([0.5, 1.0, 2.0] * 100),
+                                                               rounds=10.0)),
+    "staircase.privacy_loss_atoms": (staircase.privacy_loss_atoms, dict(epsilon=1.0, gamma=0.3)),
+    "staircase.udpfl_printed_rdp": (staircase.udpfl_printed_rdp, dict(epsilon=1.0, gamma=0.3, orders=ORDERS)),
+    "gaussian.log_prob": (gaussian.log_prob, dict(x=0.3, sigma=1.1)),
+    "gaussian.variance": (gaussian.variance, dict(sigma=1.1)),
+    "laplace.log_prob": (laplace.log_prob, dict(x=0.3, scale=1.1)),
+    "laplace.variance": (laplace.variance, dict(scale=1.1)),
+    "staircase.log_prob": (staircase.log_prob, dict(x=0.3, epsilon=1.0, gamma=0.3, sensitivity=1.0)),
+    "staircase.cdf": (staircase.cdf, dict(x=0.3, epsilon=1.0, gamma=0.3, sensitivity=1.0)),
+    "staircase.variance": (staircase.variance, dict(epsilon=1.0, gamma=0.3, sensitivity=1.0)),
+    "randomized_response.pmf": (randomized_response.pmf, dict(y=1.0, x=0.0, epsilon=1.0, k=3.0)),
+    "randomized_response.variance": (randomized_response.variance, dict(x=0.0, epsilon=1.0, k=3.0)),
+    "clip_laplace.normalizer": (clip_laplace.normalizer, dict(f=0.2, lam=1.5, A=1.0)),
+    "clip_laplace.log_prob": (clip_laplace.log_prob, dict(z=0.1, f=0.2, lam=1.5, A=1.0)),
+    "clip_laplace.cdf": (clip_laplace.cdf, dict(z=0.1, f=0.2, lam=1.5, A=1.0)),
+    "clip_laplace.variance": (clip_laplace.variance, dict(f=0.2, lam=1.5, A=1.0)),
 }
 
 
@@ -122,7 +145,7 @@ def checked_arguments(fn, kwargs) -> dict:
 CASES = []
 for _name, (_fn, _kwargs) in CALLS.items():
     for _arg, _value in _kwargs.items():
-        if isinstance(_value, float):
+        if isinstance(_value, float) or (isinstance(_value, np.ndarray) and _arg != "orders"):
             CASES.append(pytest.param(_fn, _kwargs, _arg, id=f"{_name}-{_arg}"))
 
 
@@ -132,7 +155,10 @@ def test_invalid_traced_argument_gives_nan(fn, kwargs, arg):
     assert arg in specs, f"{arg} is never range-checked"  # every numeric argument has a declared range
     bad = sorted({v for spec in specs[arg] for v in invalid_values(*spec)
                   if not all(_inside(v, *s) for s in specs[arg])}, key=repr)
-    values = jnp.asarray([kwargs[arg], *bad], dtype=jnp.float32)  # x64 off here: the caller's dtype
+    valid = np.asarray(kwargs[arg], dtype=np.float64)
+    # one row per value: the valid argument, then the argument with (its first element) made invalid
+    rows = [valid] + [np.where(np.arange(valid.size).reshape(valid.shape) == 0, v, valid) for v in bad]
+    values = jnp.asarray(np.stack(rows), dtype=jnp.float32)  # x64 off here: the caller's dtype
 
     def call(v):
         return fn(**{**kwargs, arg: v})
@@ -146,9 +172,12 @@ def test_invalid_traced_argument_gives_nan(fn, kwargs, arg):
         return
     for leaf in jax.tree_util.tree_leaves(out):
         leaf = np.asarray(leaf, dtype=np.float64).reshape(len(values), -1)
-        assert np.isfinite(leaf[0]).all(), f"valid {arg} = {kwargs[arg]} gave {leaf[0]}"
+        assert not np.isnan(leaf[0]).any(), f"valid {arg} = {kwargs[arg]} gave {leaf[0]}"
         for v, row in zip(bad, leaf[1:]):
-            assert np.isnan(row).all(), f"invalid {arg} = {v} gave {row}"
+            # a scalar makes the whole answer NaN; an array at least the part its invalid element feeds
+            # (one invalid order of a curve makes that order's value NaN: the conversions then give NaN)
+            nan = np.isnan(row).all() if valid.ndim == 0 else np.isnan(row).any()
+            assert nan, f"invalid {arg} = {v} gave {row}"
 
 
 def _inside(v, lo, hi, lo_open, hi_open, integer, allow_inf) -> bool:

@@ -347,9 +347,9 @@ def privacy_loss_atoms(epsilon, gamma):
 
     Every shift t ≤ Δ gives the same three losses with a smaller p₊ (``rdp_shift``), and the hockey-stick
     divergence increases with p₊ at every e^ε, so this pair dominates all of them. A kernel for the
-    accountants: float64 arrays of any broadcast shape S in, two arrays of shape S + (3,) out, no
-    validation (γ = None is not accepted here; pass ``optimal_gamma(ε)``; float64 inside the accountants'
-    ``float64()`` scope). p₀ is clipped at 0 (at γ = ½ it is exactly 0 and would round to −3e-17).
+    accountants: ε > 0 and γ ∈ [0, 1] of any broadcast shape S in (γ = None is not accepted here; pass
+    ``optimal_gamma(ε)``), two float64 arrays of shape S + (3,) out. p₀ is clipped at 0 (at γ = ½ it is
+    exactly 0 and would round to −3e-17).
 
     Example:
       >>> import jax.numpy as jnp
@@ -358,11 +358,15 @@ def privacy_loss_atoms(epsilon, gamma):
       >>> [round(float(m), 4) for m in masses], round(float(masses.sum()), 6)
       ([0.6701, 0.0834, 0.2465], 1.0)
     """
-    eps, gamma = jnp.broadcast_arrays(jnp.asarray(epsilon), jnp.asarray(gamma))
-    p_plus = _loss_plus_mass(eps, gamma)
-    p_minus = jnp.exp(-eps) * p_plus
-    losses = jnp.stack([eps, jnp.zeros_like(eps), -eps], axis=-1)
-    return losses, jnp.stack([p_plus, jnp.maximum(1.0 - p_plus - p_minus, 0.0), p_minus], axis=-1)
+    with float64():
+        epsilon = check_array("epsilon", epsilon, 0.0, np.inf, lo_open=True)
+        gamma = check_array("gamma", gamma, 0.0, 1.0)
+        check_broadcastable(epsilon=epsilon, gamma=gamma)
+        eps, gamma = jnp.broadcast_arrays(epsilon, gamma)
+        p_plus = _loss_plus_mass(eps, gamma)
+        p_minus = jnp.exp(-eps) * p_plus
+        losses = jnp.stack([eps, jnp.zeros_like(eps), -eps], axis=-1)
+        return as_output((losses, jnp.stack([p_plus, jnp.maximum(1.0 - p_plus - p_minus, 0.0), p_minus], axis=-1)))
 
 
 def _rdp(epsilon, gamma, orders, p_plus=None):
