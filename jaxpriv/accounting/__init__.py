@@ -34,7 +34,7 @@ import numpy as np
 from .. import events as ev
 from .. import rdp as _rdp_curves
 from .._batching import map_chunked
-from .._numerics import check_array, check_broadcastable, check_orders, float64
+from .._numerics import check_array, check_broadcastable, check_orders, float64, is_concrete
 from . import pld as _pld
 from . import renyi as _renyi
 
@@ -118,6 +118,10 @@ def _accountant(accountant):
 def _prepare(event, value, name: str, lo: float, hi: float, lo_open: bool, hi_open: bool):
     """Validate, broadcast the event's numbers and ``value`` to one shape, and flatten them."""
     event = ev.from_dp_accounting(event)
+    if not (is_concrete(event) and is_concrete(value)):
+        raise ValueError(f"accounting.{'epsilon' if name == 'delta' else 'delta'} needs concrete numbers (it "
+                         "batches settings on the host); inside jit/grad use jaxpriv.dpsgd_epsilon, the "
+                         "jaxpriv.rdp curves or jaxpriv.calibrate, which trace")
     ev.validate(event)
     with float64():
         value = check_array(name, value, lo, hi, lo_open=lo_open, hi_open=hi_open)

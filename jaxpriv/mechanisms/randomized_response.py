@@ -94,8 +94,8 @@ def _log_p(eps, k: int):
 
 def log_report_probabilities(epsilon, k: int):
     """(log q, log p) of k-RR: the log-probability of each other value, q = 1/(e^ε + k − 1), and of the
-    true value, p = e^ε q, without overflow for large ε. A kernel for the accountants (float64 arrays of
-    any shape, no validation; float64 inside the accountants' ``float64()`` scope).
+    true value, p = e^ε q, without overflow for large ε: the accountants' kernel. ε > 0 of any shape, k an
+    integer ≥ 2; float64 out.
 
     Example:
       >>> import numpy as np
@@ -104,7 +104,9 @@ def log_report_probabilities(epsilon, k: int):
       >>> round(float(np.exp(log_q)), 6), round(float(np.exp(log_p)), 6)
       (0.25, 0.75)
     """
-    return _log_q(epsilon, k), _log_p(epsilon, k)
+    with float64():
+        k, epsilon = _check_k(k), _check_epsilon(epsilon)
+        return as_output((_log_q(epsilon, k), _log_p(epsilon, k)))
 
 
 # ----------------------------------------------------------------------------------------------------
