@@ -244,3 +244,13 @@ def test_bad_input_raises_value_error_naming_the_parameter(fn, kwargs, name):
 def test_traced_n_is_rejected():
     with pytest.raises(ValueError, match="n must be concrete"):
         jax.jit(lambda n: clones_delta(1.0, n, 0.1))(100)
+
+
+def test_a_batch_of_mixed_n_equals_single_calls():
+    """Each configuration is summed over the window its own n needs (grouped), so a batch gives what
+    single calls give, whatever else is in the batch."""
+    n = np.array([100.0, 3000.0, 100.0, 2.0e5, 3000.0, 50.0] * 4)
+    eps0 = np.linspace(0.5, 2.0, n.size)
+    batch = np.asarray(clones_epsilon(eps0, n, 1e-7))
+    single = np.array([float(clones_epsilon(e, m, 1e-7)) for e, m in zip(eps0, n)])
+    np.testing.assert_allclose(batch, single, rtol=1e-14, atol=0)

@@ -352,17 +352,30 @@ def _validated(eps0, n, third_name, third, third_range, clones):
         third_name: check_array(third_name, third, lo, hi, lo_open=lo_open, hi_open=hi_open, worse="down"),
     }
     shape = check_broadcastable(**arrays)
-    window, anchor = _sizes(float(np.max(np.asarray(n, dtype=np.float64))))  # n is concrete (checked above)
-    return shape, [jnp.broadcast_to(a, shape) for a in arrays.values()], window, anchor
+    n_max = float(np.max(np.asarray(n, dtype=np.float64)))  # n is concrete (checked above)
+    return shape, [jnp.broadcast_to(a, shape) for a in arrays.values()], n_max
 
 
-def _run(kernel, shape, arrays, window, anchor, chunk_size, progress, what):
-    if all(is_concrete(a) for a in arrays):
-        flat = [np.asarray(a, dtype=np.float64).reshape(-1) for a in arrays]
-        (out,) = map_chunked(lambda *xs: (kernel(*xs),), flat, chunk_size=chunk_size or _chunk(window, anchor),
-                             progress=progress, description=what)
-        return as_output(out.reshape(shape))
-    return as_output(kernel(*(a.reshape(-1) for a in arrays)).reshape(shape))
+def _run(make_kernel, shape, arrays, n_max, chunk_size, progress, what):
+    """Evaluate ``make_kernel(window, anchor)`` on the flattened batch. Concrete inputs are grouped by the
+    window their own n needs, so a small n in a batch never pays for a large one's window (a batch is
+    never slower per configuration than single calls); traced inputs share the largest n's window."""
+    if not all(is_concrete(a) for a in arrays):
+        window, anchor = _sizes(n_max)
+        return as_output(make_kernel(window, anchor)(*(a.reshape(-1) for a in arrays)).reshape(shape))
+    flat = [np.asarray(a, dtype=np.float64).reshape(-1) for a in arrays]
+    distinct, inverse = np.unique(flat[1], return_inverse=True)
+    sizes = np.array([_sizes(float(m)) for m in distinct])[inverse.reshape(-1)]
+    out = np.empty(flat[0].size)
+    for window, anchor in np.unique(sizes, axis=0):
+        rows = np.flatnonzero((sizes[:, 0] == window) & (sizes[:, 1] == anchor))
+        kernel = make_kernel(int(window), int(anchor))
+        # A group smaller than the first padded batch size (16) runs row by row, as single calls would:
+        # padding 3 rows to 16 would cost 16 rows' work (each row sums a window of thousands of terms).
+        size = chunk_size or (1 if rows.size < 16 else _chunk(int(window), int(anchor)))
+        (out[rows],) = map_chunked(lambda *xs: (kernel(*xs),), [x[rows] for x in flat], chunk_size=size,
+                                   progress=bool(progress) if rows.size < 16 else progress, description=what)
+    return as_output(out.reshape(shape))
 
 
 def clones_delta(eps0, n, epsilon, clones: str = "fmt22", *, chunk_size=None, progress=None):
@@ -404,9 +417,9 @@ def clones_delta(eps0, n, epsilon, clones: str = "fmt22", *, chunk_size=None, pr
       True
     """
     with float64():
-        shape, arrays, window, anchor = _validated(eps0, n, "epsilon", epsilon, (0.0, np.inf, False, False), clones)
-        kernel = functools.partial(_delta_kernel, window=window, anchor=anchor, clones=clones)
-        return _run(kernel, shape, arrays, window, anchor, chunk_size, progress, "shuffle δ(ε)")
+        shape, arrays, n_max = _validated(eps0, n, "epsilon", epsilon, (0.0, np.inf, False, False), clones)
+        kernel = lambda w, a: functools.partial(_delta_kernel, window=w, anchor=a, clones=clones)  # noqa: E731
+        return _run(kernel, shape, arrays, n_max, chunk_size, progress, "shuffle δ(ε)")
 
 
 def clones_epsilon(eps0, n, delta, clones: str = "fmt22", *, chunk_size=None, progress=None):
@@ -435,6 +448,6 @@ def clones_epsilon(eps0, n, delta, clones: str = "fmt22", *, chunk_size=None, pr
       0.06888
     """
     with float64():
-        shape, arrays, window, anchor = _validated(eps0, n, "delta", delta, (0.0, 1.0, True, True), clones)
-        kernel = functools.partial(_epsilon_kernel, window=window, anchor=anchor, clones=clones)
-        return _run(kernel, shape, arrays, window, anchor, chunk_size, progress, "shuffle ε(δ)")
+        shape, arrays, n_max = _validated(eps0, n, "delta", delta, (0.0, 1.0, True, True), clones)
+        kernel = lambda w, a: functools.partial(_epsilon_kernel, window=w, anchor=a, clones=clones)  # noqa: E731
+        return _run(kernel, shape, arrays, n_max, chunk_size, progress, "shuffle ε(δ)")
