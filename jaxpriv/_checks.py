@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["check_values", "range_text"]
+__all__ = ["check_values", "in_range", "range_text"]
+
+
+def in_range(xp, v, lo, hi, *, lo_open=False, hi_open=False, integer=False, allow_inf=False):
+    """Elementwise: ``v`` (an array of module ``xp``, numpy or jax.numpy) lies in the range, is not NaN,
+    is finite unless ``allow_inf``, and is an integer when ``integer`` is set."""
+    ok = (v > lo) if lo_open else (v >= lo)
+    ok &= (v < hi) if hi_open else (v <= hi)
+    ok = ok if allow_inf else ok & xp.isfinite(v)
+    return ok & (xp.floor(v) == v) if integer else ok
 
 
 def range_text(lo, hi, lo_open, hi_open) -> str:
@@ -51,8 +60,7 @@ def check_values(
         raise ValueError(f"{name} contains NaN; {valid}")
     if not allow_inf and np.isinf(arr).any():
         raise ValueError(f"{name} contains inf; {valid}")
-    bad = (arr <= lo) if lo_open else (arr < lo)
-    bad |= (arr >= hi) if hi_open else (arr > hi)
+    bad = ~in_range(np, arr, lo, hi, lo_open=lo_open, hi_open=hi_open, allow_inf=True)
     if bad.any():
         first = float(arr[bad].flat[0])
         raise ValueError(f"{valid}, got {first!r}")

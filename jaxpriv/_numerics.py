@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import log_ndtr
 
-from ._checks import check_values
+from ._checks import check_values, in_range
 
 __all__ = [
     "use_persistent_cache",
@@ -99,19 +99,9 @@ def is_concrete(x) -> bool:
     return not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(x))
 
 
-def check_array(
-    name: str,
-    value,
-    lo: float = -np.inf,
-    hi: float = np.inf,
-    *,
-    lo_open: bool = False,
-    hi_open: bool = False,
-    integer: bool = False,
-    allow_inf: bool = False,
-    worse: str | None = None,
-):
-    """Validate ``value`` (:func:`jaxpriv._checks.check_values`) and return it as a float64 JAX array.
+def check_array(name: str, value, lo: float = -np.inf, hi: float = np.inf, *, worse: str | None = None, **rules):
+    """Validate ``value`` (:func:`jaxpriv._checks.check_values`; ``rules``: its ``lo_open``, ``hi_open``,
+    ``integer``, ``allow_inf``) and return it as a float64 JAX array.
 
     A traced value cannot be checked: it comes back with NaN where it is invalid, and its validity is
     recorded for :func:`as_output` (see the module docstring).
@@ -122,24 +112,16 @@ def check_array(
     ``worse`` direction, so the answer is conservative for whatever float64 the caller meant (SPEC §0.3).
     """
     if is_concrete(value):
-        value = check_values(name, value, lo, hi, lo_open=lo_open, hi_open=hi_open, integer=integer,
-                             allow_inf=allow_inf)
+        value = check_values(name, value, lo, hi, **rules)
         with float64():
             return jnp.asarray(value, dtype=jnp.float64)
     with float64():
         x = jnp.asarray(value, dtype=jnp.float64)
-
-        def inside(v):
-            ok = (v > lo) if lo_open else (v >= lo)
-            ok &= (v < hi) if hi_open else (v <= hi)
-            ok = ok if allow_inf else ok & jnp.isfinite(v)
-            return ok & (jnp.floor(v) == v) if integer else ok
-
-        valid = inside(x)
+        valid = in_range(jnp, x, lo, hi, **rules)
         dtype = jnp.result_type(value)
         if worse is not None and jnp.issubdtype(dtype, jnp.floating) and jnp.finfo(dtype).bits < 64:
             far = _far_end_of_rounding(value, x, worse)
-            x = jnp.where(inside(far), far, x)  # never across the end of the valid range
+            x = jnp.where(in_range(jnp, far, lo, hi, **rules), far, x)  # never across the valid range's end
         if getattr(_traced, "depth", 0) > 0:
             _traced.valid.append(valid)
         return jnp.where(valid, x, jnp.nan)
