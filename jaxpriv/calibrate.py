@@ -567,6 +567,10 @@ def calibrate(make_event, target_epsilon, delta, *, bounds, accountant="best", x
     target of the batch iterated together. A target the unsafe end of ``bounds`` already meets gets that
     end; a target that not even the safe end meets gets NaN (with a warning).
 
+    Differentiable with the RDP accountant: under ``jax.grad``/``jax.jvp`` (not ``jit``: the search runs
+    on the host) the derivative in ``target_epsilon`` and ``delta`` comes from the implicit-function
+    theorem on the traced RDP ε(p, δ) = target, as for :func:`noise_multiplier`.
+
     With the PLD accountant (or "best") and an event the RDP accountant can also interpret, the RDP
     solution (cheap) seeds the bracket: it meets the target under any tighter accountant (checked), and
     a step of 10% below it usually does not, so a handful of PLD evaluations finish the search.
@@ -600,6 +604,9 @@ def calibrate(make_event, target_epsilon, delta, *, bounds, accountant="best", x
         raise ValueError(f"xtol must lie in (0, 1), got {xtol!r}")
     if not callable(make_event):
         raise ValueError(f"make_event must be a callable from parameters to an event, got {make_event!r}")
+    is_rdp = accountant == "rdp" or isinstance(accountant, accounting.RDP)
+    if is_rdp and not (is_concrete(target_epsilon) and is_concrete(delta)):
+        return _differentiable_rdp_solution(make_event, target_epsilon, delta, (lo_b, hi_b), accountant, xtol)
     with float64():
         shape, (targets, deltas) = _validated(
             target_epsilon=(target_epsilon, 0.0, np.inf, True, False, "down"),
@@ -607,7 +614,6 @@ def calibrate(make_event, target_epsilon, delta, *, bounds, accountant="best", x
         )
         targets = np.asarray(targets, np.float64).reshape(-1)
         deltas = np.asarray(deltas, np.float64).reshape(-1)
-    is_rdp = accountant == "rdp" or isinstance(accountant, accounting.RDP)
     tol = (_XTOL if is_rdp else 1e-6) if xtol is None else float(xtol)
 
     def eps(params, rows):
@@ -659,3 +665,36 @@ def calibrate(make_event, target_epsilon, delta, *, bounds, accountant="best", x
         warnings.warn("some targets cannot be met within bounds; the parameter is NaN there", RuntimeWarning,
                       stacklevel=2)
     return out.reshape(shape)
+
+
+def _differentiable_rdp_solution(make_event, target_epsilon, delta, bounds, accountant, xtol):
+    """:func:`calibrate` under ``jax.grad``/``jvp`` (RDP accountant): the solution is found on the host
+    from the primal values, and its derivative comes from the implicit-function theorem on the traced
+    RDP ε(p, δ) = target: dp = (d target − ∂ε/∂δ · dδ) / (∂ε/∂p), never through the search."""
+    from . import accounting
+    from .accounting import renyi
+
+    orders = (accountant if isinstance(accountant, accounting.RDP) else accounting.RDP())._orders()
+
+    def epsilon(p, d):
+        event = events.map_numbers(make_event(p), lambda _, x: jnp.broadcast_to(x, jnp.shape(p)))
+        return rdp.to_epsilon(renyi.curve(event, orders), orders, d)[0]
+
+    @jax.custom_jvp
+    def solve(target, d):
+        return jnp.asarray(calibrate(make_event, np.asarray(target), np.asarray(d), bounds=bounds,
+                                     accountant=accountant, xtol=xtol))
+
+    @solve.defjvp
+    def solve_jvp(primals, tangents):
+        (target, d), (d_target, d_delta) = primals, tangents
+        p = solve(target, d)
+        _, d_eps_d_p = jax.jvp(lambda x: epsilon(x, d), (p,), (jnp.ones_like(p),))
+        _, d_eps_delta = jax.jvp(lambda x: epsilon(p, x), (d,), (d_delta,))
+        ok = jnp.isfinite(p) & (d_eps_d_p != 0)
+        return p, jnp.where(ok, (d_target - d_eps_delta) / jnp.where(ok, d_eps_d_p, 1.0), 0.0)
+
+    with float64():
+        target_epsilon, delta = jnp.broadcast_arrays(jnp.asarray(target_epsilon, jnp.float64),
+                                                     jnp.asarray(delta, jnp.float64))
+        return solve(target_epsilon, delta)

@@ -1,5 +1,6 @@
 """calibrate.calibrate: any monotone event family, any accountant, on the one root finder."""
 
+import jax
 import numpy as np
 import pytest
 
@@ -85,3 +86,22 @@ def test_an_event_the_accountant_cannot_interpret():
     family = lambda eps: events.Staircase(eps, dimension=4)  # noqa: E731
     with pytest.raises(ValueError, match="PLD accountant cannot interpret"):
         calibrate.calibrate(family, 1.0, DELTA, bounds=(0.1, 10.0), accountant="pld")
+
+
+def test_calibrate_is_differentiable_by_the_implicit_function_theorem():
+    """d σ/d target and d σ/d δ of the generic calibrate equal noise_multiplier's (its own custom_jvp) and a
+    central finite difference; the same for an increasing family (the sampling rate)."""
+    sigma_family = lambda s: events.SelfComposed(events.PoissonSampled(0.01, events.Gaussian(s)), 10_000)  # noqa: E731
+    rate_family = lambda q: events.SelfComposed(events.PoissonSampled(q, events.Gaussian(1.1)), 10_000)  # noqa: E731
+    solve = lambda t, d: calibrate.calibrate(sigma_family, t, d, bounds=(0.3, 50.0), accountant="rdp")  # noqa: E731
+    with jax.enable_x64(True):
+        d_target = jax.grad(lambda t: solve(t, 1e-5))(1.0)
+        d_delta = jax.grad(lambda d: solve(1.0, d))(1e-5)
+        d_rate = jax.grad(lambda t: calibrate.calibrate(rate_family, t, 1e-5, bounds=(1e-6, 1.0), accountant="rdp"))(2.0)
+        ref_target = jax.grad(lambda t: calibrate.noise_multiplier(t, 0.01, 10_000, 1e-5))(1.0)
+        ref_delta = jax.grad(lambda d: calibrate.noise_multiplier(1.0, 0.01, 10_000, d))(1e-5)
+        ref_rate = jax.grad(lambda t: calibrate.sampling_rate(t, 1.1, 10_000, 1e-5))(2.0)
+    np.testing.assert_allclose([d_target, d_delta, d_rate], [ref_target, ref_delta, ref_rate], rtol=1e-8)
+    h = 1e-5
+    finite = (float(solve(1.0 + h, 1e-5)) - float(solve(1.0 - h, 1e-5))) / (2 * h)
+    assert float(d_target) == pytest.approx(finite, rel=1e-6)
