@@ -9,9 +9,9 @@ Two rules live here (SPEC §0.3-0.4), and one default:
   the Python boundary, on concrete values. Inside a caller's ``jit``/``grad`` (tracers) nothing can be
   raised, so an invalid traced value makes the answer NaN, never a number: :func:`check_array` replaces
   it by NaN and records where inputs were valid, and :func:`as_output` turns every floating output
-  NaN where they were not (elementwise where the shapes line up, else wholesale). Both hooks are in
-  every public function already (validation in, ``as_output`` out, inside one :func:`float64` scope),
-  so the rule is written once, here.
+  NaN where they were not (elementwise along the output's leading batch axes, else wholesale). Both
+  hooks are in every public function already (validation in, ``as_output`` out, inside one
+  :func:`float64` scope), so the rule is written once, here.
 * Compiled kernels are kept on disk (:func:`use_persistent_cache`, run on import): a kernel's first
   call compiles for seconds, and the next process reads it back.
 """
@@ -118,7 +118,9 @@ def check_array(name: str, value, lo: float = -np.inf, hi: float = np.inf, *, wo
     with float64():
         x = jnp.asarray(value, dtype=jnp.float64)
         valid = in_range(jnp, x, lo, hi, **rules)
-        dtype = jnp.result_type(value)
+        # The tracer's own dtype: a Python float passed to the caller's jit is a weak-typed float32 there,
+        # which result_type would report as float64 inside this x64 scope.
+        dtype = value.dtype if hasattr(value, "dtype") else jnp.result_type(value)
         if worse is not None and jnp.issubdtype(dtype, jnp.floating) and jnp.finfo(dtype).bits < 64:
             far = _far_end_of_rounding(value, x, worse)
             x = jnp.where(in_range(jnp, far, lo, hi, **rules), far, x)  # never across the valid range's end
@@ -209,7 +211,7 @@ def _far_end_of_rounding(narrow, wide, worse: str):
             UserWarning,
             stacklevel=4,
         )
-    narrow = jnp.asarray(narrow)
+    narrow = jax.lax.stop_gradient(jnp.asarray(narrow))  # nextafter has no derivative; the shift needs none
     neighbour = jnp.nextafter(narrow, jnp.asarray(jnp.inf if worse == "up" else -jnp.inf, narrow.dtype))
     half_gap = 0.5 * (neighbour.astype(jnp.float64) - wide)
     return wide + jax.lax.stop_gradient(jnp.where(jnp.isfinite(half_gap), half_gap, 0.0))
@@ -217,20 +219,22 @@ def _far_end_of_rounding(narrow, wide, worse: str):
 
 def as_output(x):
     """Concrete results leave as numpy float64 (so the caller's arithmetic on them stays float64 even
-    with ``jax_enable_x64`` off); traced results (inside the caller's jit/grad) stay JAX values, NaN
-    wherever a traced input of this call was invalid."""
+    with ``jax_enable_x64`` off); traced results (inside the caller's jit/grad) stay JAX values. Either
+    way a floating result is NaN wherever a traced input of this call was invalid (even a result that
+    does not depend on that input, as under an eager ``jax.jvp``)."""
     if isinstance(x, tuple):
         return tuple(as_output(v) for v in x)
-    if is_concrete(x):
-        return np.asarray(x)
     active = _active_traces()
-    valid = [v for v in getattr(_traced, "valid", []) if id(getattr(v, "_trace", None)) in active]
-    if not valid or not jnp.issubdtype(jnp.result_type(x), jnp.floating):
-        return x
-    ok = True
-    for v in valid:  # elementwise where the validity lines up with the output, else all or nothing
-        ok = ok & (v if _lines_up(v.shape, jnp.shape(x)) else jnp.all(v))
-    return jnp.where(ok, x, jnp.nan)
+    valid = [v for v in getattr(_traced, "valid", [])
+             if not isinstance(v, jax.core.Tracer) or id(v._trace) in active]  # only tracers can leak
+    if valid and jnp.issubdtype(jnp.result_type(x), jnp.floating):
+        ok = True
+        for v in valid:  # elementwise along the output's leading (batch) axes, else all or nothing
+            out = jnp.shape(x)
+            ok = ok & (jnp.reshape(v, v.shape + (1,) * (len(out) - v.ndim)) if out[:v.ndim] == v.shape
+                       else jnp.all(v))
+        x = jnp.where(ok, x, jnp.nan)
+    return np.asarray(x) if is_concrete(x) else x
 
 
 def _active_traces() -> set:
@@ -244,13 +248,6 @@ def _active_traces() -> set:
         active.add(id(trace))
         trace = getattr(trace, "parent_trace", None)
     return active
-
-
-def _lines_up(shape: tuple, target: tuple) -> bool:
-    try:
-        return np.broadcast_shapes(shape, target) == tuple(target)
-    except ValueError:
-        return False
 
 
 def erfcx(x):

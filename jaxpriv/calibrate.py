@@ -689,9 +689,12 @@ def _differentiable_rdp_solution(make_event, target_epsilon, delta, bounds, acco
     def solve_jvp(primals, tangents):
         (target, d), (d_target, d_delta) = primals, tangents
         p = solve(target, d)
-        _, d_eps_d_p = jax.jvp(lambda x: epsilon(x, d), (p,), (jnp.ones_like(p),))
-        _, d_eps_delta = jax.jvp(lambda x: epsilon(p, x), (d,), (d_delta,))
-        ok = jnp.isfinite(p) & (d_eps_d_p != 0)
+        # At a bound (the target met there already) or unmet (NaN), p does not move with the target.
+        interior = jnp.isfinite(p) & (p > bounds[0]) & (p < bounds[1])
+        at = jnp.where(interior, p, math.sqrt(bounds[0] * bounds[1]))  # a valid point for the derivatives
+        _, d_eps_d_p = jax.jvp(lambda x: epsilon(x, d), (at,), (jnp.ones_like(at),))
+        _, d_eps_delta = jax.jvp(lambda x: epsilon(at, x), (d,), (d_delta,))
+        ok = interior & (d_eps_d_p != 0)
         return p, jnp.where(ok, (d_target - d_eps_delta) / jnp.where(ok, d_eps_d_p, 1.0), 0.0)
 
     with float64():

@@ -251,3 +251,39 @@ def test_float32_mechanism_and_shuffle_bounds_under_jit_are_conservative():
     exact = np.asarray(clones.clones_epsilon(eps0, 1000, 1e-6))
     traced = np.asarray(jax.jit(lambda e: clones.clones_epsilon(e, 1000, 1e-6))(eps0))
     assert (traced >= exact).all()
+
+
+def test_python_floats_under_jit_are_conservative_too():
+    """A Python float passed to jit is a weak-typed float32 there: it is moved to its pessimistic end too."""
+    q, sigma, steps, delta = _random_settings(20, seed=3)
+    for args in zip(q.tolist(), sigma.tolist(), steps.tolist(), delta.tolist()):
+        assert float(jax.jit(jaxpriv.dpsgd_epsilon)(*args)) >= float(jaxpriv.dpsgd_epsilon(*args))
+    target = float(jaxpriv.dpsgd_epsilon(0.01, 1.3, 1000.0, 1e-5))
+    s = float(jax.jit(calibrate.noise_multiplier)(target, 0.01, 1000.0, 1e-5))
+    assert float(jaxpriv.dpsgd_epsilon(0.01, s, 1000.0, 1e-5)) <= target
+
+
+def test_gradients_with_float32_inputs_still_work():
+    grad = jax.grad(lambda s: jaxpriv.dpsgd_epsilon(0.01, s, 1000.0, 1e-5))(jnp.float32(1.1))
+    assert np.isfinite(grad) and grad < 0
+
+
+def test_eager_jvp_of_an_invalid_input_is_nan_even_where_the_result_ignores_it():
+    value, _ = jax.jvp(lambda g: staircase.epsilon(1.0, g), (jnp.float32(-0.5),), (jnp.float32(0.0),))
+    assert np.isnan(value)
+    value, _ = jax.jvp(lambda g: staircase.epsilon(1.0, g), (jnp.float32(0.3),), (jnp.float32(0.0),))
+    assert value == 1.0
+
+
+def test_a_batch_masks_only_the_invalid_rows_of_a_curve():
+    """One invalid σ in a jitted batch makes its own row of the (batch, orders) curve NaN, no other."""
+    curves = np.asarray(jax.jit(lambda s: rdp.gaussian(s, ORDERS))(jnp.array([1.0, -1.0, 2.0, 3.0])))
+    assert np.isnan(curves[1]).all() and np.isfinite(curves[[0, 2, 3]]).all()
+
+
+def test_calibrate_derivative_is_zero_at_a_bound_and_for_an_unmet_target():
+    family = lambda s: events.SelfComposed(events.PoissonSampled(0.01, events.Gaussian(s)), 1000)  # noqa: E731
+    with jax.enable_x64(True):
+        at_bound = jax.grad(lambda t: calibrate.calibrate(family, t, 1e-5, bounds=(0.5, 50.0), accountant="rdp"))(500.0)
+        unmet = jax.grad(lambda t: calibrate.calibrate(family, t, 1e-5, bounds=(0.5, 50.0), accountant="rdp"))(1e-6)
+    assert float(at_bound) == 0.0 and float(unmet) == 0.0
