@@ -147,20 +147,23 @@ SHUFFLE_CLONES = ("fmt22", "strong")
 SHUFFLE_MODELS = ("gspa", "apes")
 
 
-@_event(("epsilon0", "n"), ("clones", "model"))
+@_event(("epsilon0", "n", "target_epsilon"), ("clones", "model"))
 class Shuffled:
-    """n shuffled local reports (SPEC §3.1).
+    """One round of n shuffled local reports (SPEC §3.1).
 
     Uniform budget: ``Shuffled(epsilon0, n=n, clones="fmt22" | "strong")`` — every user applies an
     ε₀-LDP randomizer (FMT22 clone probability e^{−ε₀}, or the strong clones 2/(e^{ε₀}+1)).
     Personalized budgets: ``Shuffled(local_epsilons, model="gspa" | "apes")`` with a 1-D array of one ε
-    per user (its length is n).
+    per user (its length is n; a population, not a batch). The guarantee is the worst case over users
+    (the target answers at max ε_i); with ``model="gspa"``, ``target_epsilon`` (a number or an array: a
+    batch) gives the guarantee of a user with that budget instead.
     """
 
     epsilon0: Any
     n: Any = None
     clones: str | None = None
     model: str | None = None
+    target_epsilon: Any = None
 
     def __post_init__(self):
         if self.model is None and self.clones is None:
@@ -242,7 +245,14 @@ def validate(event) -> None:
             if is_concrete(event.epsilon0) and np.size(event.epsilon0) < 2:
                 raise ValueError("Shuffled needs at least n = 2 users (len(local_epsilons) ≥ 2)")
             check_array("Shuffled local_epsilons", event.epsilon0, 0.0, np.inf, lo_open=True)
+            if event.target_epsilon is not None:
+                if event.model != "gspa":
+                    raise ValueError("Shuffled target_epsilon is only defined for model='gspa' (under 'apes' "
+                                     "every target answers at the largest budget)")
+                check_array("Shuffled target_epsilon", event.target_epsilon, 0.0, np.inf, lo_open=True)
             return
+        if event.target_epsilon is not None:
+            raise ValueError("Shuffled target_epsilon is only defined for personalized budgets (model='gspa')")
         if event.n is None:
             raise ValueError("Shuffled with a uniform budget needs the number of users n (an integer in [2, inf))")
     for field, name, lo, hi, lo_open, hi_open, integer in _RANGES.get(type(event), ()):
@@ -276,6 +286,8 @@ def batch_shape(event) -> tuple:
     shapes = {}
     for i, node in enumerate(_walk(event)):
         if isinstance(node, Shuffled) and node.personalized:
+            if node.target_epsilon is not None:
+                shapes[f"Shuffled.target_epsilon#{i}"] = node.target_epsilon
             continue
         for field, *_ in _RANGES.get(type(node), ()):
             value = getattr(node, field)
@@ -293,7 +305,9 @@ def map_numbers(event, fn: Callable[[str, Any], Any]):
       PoissonSampled(rate=1.0, event=Gaussian(noise_multiplier=4.0))
     """
     if isinstance(event, Shuffled) and event.personalized:
-        return event
+        if event.target_epsilon is None:
+            return event
+        return dataclasses.replace(event, target_epsilon=fn("target_epsilon", event.target_epsilon))
     updates = {f: fn(f, getattr(event, f)) for f, *_ in _RANGES.get(type(event), ()) if getattr(event, f) is not None}
     if isinstance(event, (PoissonSampled, ClientSampled, SelfComposed)):
         updates["event"] = map_numbers(event.event, fn)

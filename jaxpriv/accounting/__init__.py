@@ -6,9 +6,10 @@ One interface, two interpreters of :mod:`jaxpriv.events`:
   event type; fast; looser than PLD, by a factor at small ε.
 * ``"pld"`` — privacy loss distributions (:mod:`.pld`): connect-the-dots and round-down grids composed by
   FFT, giving a **certified interval** [lower, upper] for ε (or δ); the upper end is reported.
-  Gaussian, Laplace, randomized response, staircase (d = 1), their Poisson subsampling and compositions.
+  Gaussian, Laplace, randomized response, staircase (d = 1), shuffled reports (the exact clone pair,
+  uniform or personalized budgets), their Poisson subsampling and compositions.
 * ``"best"`` (the default) — the smaller of the two upper bounds where both apply (both are valid upper
-  bounds, so their minimum is too); RDP alone where PLD cannot interpret the event.
+  bounds, so their minimum is too); the one that can interpret the event otherwise.
 
 Accountants are also objects (:class:`RDP`, :class:`PLD`) carrying their options; the functions accept
 either a name or an object. Results are float64 numpy arrays of the broadcast shape of the event's
@@ -158,11 +159,11 @@ def _query(event, value, query, accountant, chunk_size, progress):
     acc = _accountant(accountant)
     with float64():
         if acc == "best":
-            rdp_acc = RDP()
-            _check_supported(rdp_acc, flat)
-            out = getattr(rdp_acc, query)(flat, value, chunk_size=chunk_size, progress=progress)
-            if _pld.supported(flat) is None:
-                out = np.minimum(out, getattr(PLD(), query)(flat, value, chunk_size=chunk_size, progress=progress))
+            usable = [a for a in (RDP(), PLD()) if a.unsupported(flat) is None]
+            if not usable:
+                _check_supported(RDP(), flat)
+            outs = [getattr(a, query)(flat, value, chunk_size=chunk_size, progress=progress) for a in usable]
+            out = np.minimum.reduce(outs)
         else:
             _check_supported(acc, flat)
             out = getattr(acc, query)(flat, value, chunk_size=chunk_size, progress=progress)

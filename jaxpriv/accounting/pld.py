@@ -48,7 +48,7 @@ import numpy as np
 from .. import events as ev
 from .._batching import batch_sharding
 from ..mechanisms import staircase
-from . import pairs
+from . import pairs, shuffled
 
 __all__ = ["DEFAULT_INTERVAL", "MAX_GRID", "interval"]
 
@@ -78,6 +78,8 @@ def law(event, direction: str) -> pairs.LossLaw:
     if isinstance(event, ev.Staircase):
         gamma = staircase.optimal_gamma(event.epsilon) if event.gamma is None else event.gamma
         return pairs.staircase_law(event.epsilon, gamma)
+    if isinstance(event, shuffled.CloneCounts):  # a Shuffled event, prepared on the host
+        return shuffled.law(event)
     if isinstance(event, ev.PoissonSampled):
         return pairs.poisson_sampled(event.rate, law(event.event, "remove"), direction)
     raise AssertionError(event)
@@ -85,7 +87,7 @@ def law(event, direction: str) -> pairs.LossLaw:
 
 def supported(event) -> str | None:
     """None when the PLD accountant can interpret ``event``; otherwise the reason."""
-    if isinstance(event, (ev.Gaussian, ev.Laplace, ev.RandomizedResponse)):
+    if isinstance(event, (ev.Gaussian, ev.Laplace, ev.RandomizedResponse, ev.Shuffled)):
         return None
     if isinstance(event, ev.Staircase):
         return None if event.dimension == 1 else "Staircase with dimension > 1 (its loss law is a d-fold product; use accountant='rdp')"
@@ -460,8 +462,7 @@ def interval(event, value, *, query: str, discretization=None, lower: bool = Tru
 def _interval_at(event, value, h, query, lower, chunk_size, progress):
     steps = components(event)
     B = value.shape[0]
-    step_events = [jax.tree_util.tree_map(lambda x: jnp.asarray(np.broadcast_to(np.asarray(x, np.float64), (B,))), e)
-                   for e, _ in steps]
+    step_events = [_device_step(e, B) for e, _ in steps]
     counts = np.stack([np.broadcast_to(np.asarray(c, np.float64), (B,)) * ~_never_sampled(e, B) for e, c in steps],
                       axis=-1)  # (B, C); a step that samples nobody releases nothing
     directions = ("remove",) if symmetric(event) else ("remove", "add")
@@ -470,6 +471,17 @@ def _interval_at(event, value, h, query, lower, chunk_size, progress):
         up, lo = _direction(step_events, counts, value, direction, h, query, lower, chunk_size, progress)
         worst_up, worst_lo = np.maximum(worst_up, up), np.maximum(worst_lo, lo)
     return worst_up, worst_lo
+
+
+def _device_step(step, B: int):
+    """A step's numbers broadcast to the batch (B,), with Shuffled events replaced by their clone-count
+    tables (:func:`.shuffled.counts_step`, computed on the host)."""
+    if isinstance(step, ev.Shuffled):
+        return shuffled.counts_step(step, B)
+    if isinstance(step, ev.PoissonSampled):
+        rate = jnp.asarray(np.broadcast_to(np.asarray(step.rate, np.float64), (B,)))
+        return ev.PoissonSampled(rate, _device_step(step.event, B))
+    return jax.tree_util.tree_map(lambda x: jnp.asarray(np.broadcast_to(np.asarray(x, np.float64), (B,))), step)
 
 
 def _never_sampled(step, B: int) -> np.ndarray:
@@ -528,8 +540,10 @@ def _direction(step_events, counts, value, direction, h_req, query, lower, chunk
                 args = jax.device_put(args, batch_sharding())
             return _evaluate(*args, direction=direction, N=N, sizes=sizes, query=query, lower=lower)
 
-        # bounded memory: about 2^22 grid nodes in flight per chunk (≈ 0.5 GB of intermediates)
-        per_chunk = max(jax.device_count(), min(chunk_size or 4096, (1 << 22) // N))
+        # bounded memory: about 2^22 grid nodes in flight per chunk (≈ 0.5 GB of intermediates); a Shuffled
+        # step also builds tables of (blocks × window) and gathers (scan rows × its grid) per setting
+        tables = max(shuffled.elements(e, n) for e, n in zip(step_events, sizes))
+        per_chunk = max(jax.device_count(), min(chunk_size or 4096, (1 << 22) // N, (1 << 24) // max(tables, 1)))
         upper[idx], low[idx] = _map_host(kernel, idx, per_chunk, progress)
     return np.minimum(upper, _chernoff_upper(log_mgf, log_finite, value, query)), low
 
@@ -583,7 +597,7 @@ def _run_probe(step, start, h, sizes, direction):
     out = np.empty((B, _LAMBDAS.size + 1))
     for n in np.unique(sizes):
         idx = np.nonzero(sizes == n)[0]
-        chunk = max(1, min(1024, (1 << 23) // int(n) // _LAMBDAS.size))
+        chunk = max(1, min(1024, (1 << 23) // int(n) // _LAMBDAS.size, (1 << 24) // max(shuffled.elements(step, n), 1)))
         chunk = 1 << max(0, min(chunk, 1 << max(0, (idx.size - 1).bit_length())).bit_length() - 1)
         for s in range(0, idx.size, chunk):
             take = idx[np.minimum(np.arange(s, s + chunk), idx.size - 1)]

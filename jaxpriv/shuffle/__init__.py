@@ -8,6 +8,7 @@ APES/EoN clone models) on the exact sum, with C a Poisson-binomial (:mod:`.poiss
 :mod:`jaxpriv.shuffle.multinomial` — the 2-D lattice law, its TV distance to the matched Gaussian and the
 E-APES trade-off / (ε, δ) curve (SPEC §3.3).
 :mod:`jaxpriv.shuffle.estimators` — GSPA's personalized mean and frequency estimators (Alg. 1-2).
+:mod:`jaxpriv.shuffle.rounds` — many rounds: the exact pair composed by PLD beside the seeds' compositions.
 :mod:`jaxpriv.shuffle.budgets` — budget distributions (uniform, clipped Gaussian, levels, CSV).
 """
 
@@ -34,6 +35,8 @@ __all__ = [
     "mean_estimation",
     "frequency_estimation",
     "Estimate",
+    "rounds_epsilon",
+    "rounds_summary",
 ]
 
 # Submodules load on first use: the budget specifications (.budgets) need no JAX.
@@ -46,4 +49,5 @@ __getattr__, __dir__ = lazy_attributes(__name__, {
     "eapes_epsilon": "multinomial", "gspa_eq14": "multinomial", "lattice_gaussian_tv": "multinomial",
     "personalized_epsilon": "personalized",
     "poisson_binomial_logpmf": "poisson_binomial",
+    "rounds_epsilon": "rounds", "rounds_summary": "rounds",
 })

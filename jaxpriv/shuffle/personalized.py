@@ -71,7 +71,7 @@ from . import clones as _clones
 from .bounds import _echo_factors
 from .poisson_binomial import _windows
 
-__all__ = ["personalized_epsilon", "MODELS"]
+__all__ = ["personalized_epsilon", "clone_probabilities", "MODELS"]
 
 MODELS = {
     "gspa": "GSPA / E-APES: c_i = 2(1−δ_i)/(1+e^{ε_i}), target RR at its own ε_t, δ_total = δ_t + (1−δ_t)δ",
@@ -105,6 +105,29 @@ def _apes_clone_probabilities(eps):
     out = np.empty(n)
     out[order] = rows / n * (1.0 - (2.0 * n + 32.0) * _EPS)
     return np.minimum(out, 1.0)
+
+
+def clone_probabilities(local_epsilons, model: str, local_deltas=None, *, grid_rtol: float = 1e-3,
+                        max_groups: int = 512):
+    """Each user's clone probability c_i under ``model`` and the target's worst budget ε* = max ε_i
+    (validated inputs; see the module docstring). With more than ``max_groups`` distinct values, every
+    c_i is rounded **down** to the geometric grid of ratio 1 + ``grid_rtol`` (fewer clones: the safe side).
+
+    Example:
+      >>> import numpy as np
+      >>> c, eps_star = clone_probabilities(np.array([1.0, 2.0]), "gspa")
+      >>> bool(np.allclose(c, 2 / (1 + np.exp([1.0, 2.0])))), float(eps_star)
+      (True, 2.0)
+    """
+    eps = np.asarray(local_epsilons, np.float64)
+    if model == "gspa":
+        deltas = np.zeros_like(eps) if local_deltas is None else np.asarray(local_deltas, np.float64)
+        c = np.minimum(2.0 * (1.0 - deltas) * np.exp(-np.logaddexp(0.0, eps)), 1.0)
+    else:
+        c = _apes_clone_probabilities(eps)
+    if np.unique(c).size > max_groups:
+        c = _round_down(c, math.log1p(grid_rtol))
+    return c, float(eps.max())
 
 
 def _validate(local_epsilons, delta, model, local_deltas):
@@ -162,15 +185,11 @@ def personalized_epsilon(local_epsilons, delta, model: str = "gspa", local_delta
         raise ValueError(f"max_groups must be an integer ≥ 1, got {max_groups!r}")
     n = eps.size
     h = math.log1p(grid_rtol)
-
+    c, _ = clone_probabilities(eps, model, deltas, grid_rtol=grid_rtol, max_groups=max_groups)
     if model == "gspa":
-        c = np.minimum(2.0 * (1.0 - deltas) * np.exp(-np.logaddexp(0.0, eps)), 1.0)
         t_eps, t_delta = eps.copy(), deltas.copy()
     else:
-        c = _apes_clone_probabilities(eps)
         t_eps, t_delta = np.full(n, eps.max()), np.zeros(n)
-    if np.unique(c).size > max_groups:
-        c = _round_down(c, h)
     if per_user and np.unique(np.stack([t_eps, t_delta]), axis=1).shape[1] > max_groups:
         t_eps, t_delta = _round_up(t_eps, h), np.minimum(_round_up(t_delta, h), deltas.max(initial=0.0))
         t_delta = np.maximum(t_delta, deltas)  # never below the user's own δ_t (round_up ≥ x up to ulps)

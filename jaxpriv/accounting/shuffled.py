@@ -1,0 +1,245 @@
+"""The shuffle model's exact dominating pair as a PLD step (SPEC §3.1, §7.2).
+
+One round of n shuffled reports is dominated by a pair of distributions on counts (the clone reduction
+of :mod:`jaxpriv.shuffle.clones`): C other users are clones (C from the clone-count law), a of the C + 1
+clone-or-target reports look like the target's x⁰, and
+
+    P(C, a) = Pr[C]·(q b_C(a−1) + (1−q) b_C(a)),    Q(C, a) = Pr[C]·((1−q) b_C(a−1) + q b_C(a)),
+
+b_C the Bin(C, ½) pmf, q = e^{ε_t}/(1+e^{ε_t}) the target's randomized response. The privacy loss
+L(C, a) = log((q a + (1−q) b)/((1−q) a + q b)), b = C + 1 − a, depends on a/(C+1−a) only and increases
+in a, so {L ≤ ℓ} = {a ≤ ⌊θ(ℓ)(C+1)⌋} with θ(ℓ) = expm1(ℓ+ε_t)/(expm1(ε_t)(1+e^ℓ)) for |ℓ| < ε_t. The
+pair is finite, so its PLD is exact; composing T rounds (and b dimensions) by the PLD accountant's FFT
+leaves only the accountant's own discretisation, whose direction is certified.
+
+The law is given to the accountant by its cumulative masses P(L ≤ ℓ), Q(L ≤ ℓ) and the tails P(L > ℓ),
+Q(L > ℓ) at the grid's nodes. Splitting each atom of an interval between its two nodes ("connect the
+dots") is linear in the atom's (P, Q) masses, so the interval's totals give exactly the per-atom split:
+the accountant's pessimistic and optimistic grids are those of the atoms themselves.
+
+Host side (:func:`counts_step`), per distinct setting:
+
+* **Clone-count law** from :mod:`jaxpriv.shuffle.poisson_binomial` (a Binomial for uniform ε₀, a
+  leave-one-out Poisson-binomial for personalized budgets), over mean ± (13 sd + 32); the mass outside
+  (a Chernoff bound) is put on the +∞ loss — the pessimistic side.
+* **Blocks of C.** Consecutive counts are merged into one block at the block's *smallest* C, so that the
+  largest windows stay a few hundred rows. One clone fewer is never a post-processing of one more (the
+  opposite holds), so a block at its smallest C dominates its members: safe. A block spans at most
+  ``max(1, ⌊BLOCK_RTOL·C_lo⌋)`` counts; ε moves by about half that ratio (≤ 5e-5 relative), and for
+  n ≲ 10⁴ every block is a single count (exact).
+
+Device side (:func:`law`): for each block, the Bin(C, ½) pmf over C/2 ± √(23 C) (the mass outside,
+< e^{−46} by Hoeffding, counted on the safe side: below the window with the lowest loss, above it on
++∞), its cumulative sums from both ends (each tail without cancellation), and a gather at the
+thresholds of the requested losses, scanned over blocks to bound memory.
+
+Personalized budgets (``Shuffled(local_epsilons, model=...)``): C is the Poisson-binomial of every
+user except the one with the largest clone probability (a stochastically smallest leave-one-out count,
+valid for every target, SPEC §3.1); the target answers at the largest budget (or at ``target_epsilon``,
+GSPA model). Budgets with more than :data:`MAX_GROUPS` distinct clone probabilities are rounded down on
+the geometric grid of :func:`jaxpriv.shuffle.personalized.clone_probabilities` (fewer clones: safe).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import events as ev
+from .._batching import static_size
+from .._numerics import log_expm1
+from ..shuffle import clones as _clones
+from ..shuffle import personalized as _personalized
+from ..shuffle.poisson_binomial import _windows
+from . import pairs
+
+__all__ = ["CloneCounts", "counts_step", "law", "BLOCK_RTOL", "elements"]
+
+#: largest relative width of a block of clone counts (merged at its smallest C; see the module docstring)
+BLOCK_RTOL = 1e-4
+#: Hoeffding exponent of the Bin(C, ½) window: C/2 ± √(A_LOG·C) leaves < e^{−2·A_LOG} on each side
+A_LOG = 23.0
+_U = float(np.finfo(np.float64).eps)
+_SCAN_ROWS = 16  # blocks per scan step: memory (rows × grid nodes) stays small
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class CloneCounts:
+    """Internal PLD step: the clone pair of one round, per setting (leading axis = the batch).
+
+    ``target_epsilon`` (B,) the target's randomized-response ε_t; ``counts`` (B, W) the blocks' clone
+    counts C; ``log_weights`` (B, W) log Pr[block] (−inf for padding), already raised by its error bound;
+    ``dropped`` (B,) ≥ Pr[C outside the window] (put on +∞); ``a_width`` the static length of the Bin(C, ½)
+    windows."""
+
+    target_epsilon: Any
+    counts: Any
+    log_weights: Any
+    dropped: Any
+    a_width: int = dataclasses.field(metadata=dict(static=True))
+
+
+def elements(step, nodes: int) -> int:
+    """About how many float64 values one setting of ``step`` holds at once on a grid of ``nodes`` (0 for
+    steps without tables): the accountant sizes its chunks by it."""
+    while isinstance(step, ev.PoissonSampled):
+        step = step.event
+    if isinstance(step, CloneCounts):
+        return _SCAN_ROWS * (4 * step.a_width + 12 * int(nodes))
+    return 0
+
+
+# --------------------------------------------------------------------------------------------------
+# Host: clone-count laws
+# --------------------------------------------------------------------------------------------------
+
+
+def _count_law(groups_p, groups_m, remove):
+    """(counts, log weights, dropped) of the blocked clone-count law: Poisson-binomial of the groups
+    (probabilities ``groups_p`` with multiplicities ``groups_m``) minus one user of probability ``remove``."""
+    keep = groups_p > 0
+    if not keep.any():  # nobody can be a clone: C = 0
+        return np.zeros(1), np.zeros(1), 0.0
+    logpmf, lo, top, dropped, rel = _windows(groups_p[keep], groups_m[keep], np.array([remove]))
+    counts = lo + np.arange(logpmf.shape[1], dtype=np.float64)
+    valid = counts <= top[0]
+    counts, logpmf, rel = counts[valid], logpmf[0][valid], rel[0][valid]
+    # each Pr[C] raised by its error estimate, and by the tables' Loader/cumsum rounding (see law())
+    logpmf = logpmf + np.log1p(rel + 1e-12)
+    width = max(1, int(BLOCK_RTOL * max(counts[0], 1.0)))
+    if width > 1:
+        starts = np.arange(0, counts.size, width)
+        logpmf = np.logaddexp.reduceat(logpmf, starts)
+        counts = counts[starts]
+    return counts, logpmf, float(dropped[0])
+
+
+def _uniform_law(eps0: float, n: int, clones: str):
+    c = math.exp(-eps0) if clones == "fmt22" else 2.0 / (math.exp(eps0) + 1.0)
+    return _count_law(np.array([c]), np.array([n - 1.0]), 0.0)
+
+
+def personalized_law(local_epsilons, model: str):
+    """(target ε*, counts, log weights, dropped) for personalized budgets: the largest budget answers, and
+    C is the Poisson-binomial of all users but the one with the largest clone probability."""
+    c, target = _personalized.clone_probabilities(np.asarray(local_epsilons, np.float64), model)
+    gp, gm = np.unique(c, return_counts=True)
+    return (target, *_count_law(gp, gm.astype(np.float64), float(c.max())))
+
+
+def counts_step(shuffled: ev.Shuffled, B: int) -> CloneCounts:
+    """The :class:`CloneCounts` step of a (validated) Shuffled event over a batch of B settings."""
+    if shuffled.personalized:
+        eps_star, counts, logw, dropped = personalized_law(shuffled.epsilon0, shuffled.model)
+        target = eps_star if shuffled.target_epsilon is None else shuffled.target_epsilon
+        target = np.broadcast_to(np.asarray(target, np.float64), (B,))
+        laws = [(counts, logw, dropped)] * B
+    else:
+        eps0 = np.broadcast_to(np.asarray(shuffled.epsilon0, np.float64), (B,))
+        n = np.broadcast_to(np.asarray(shuffled.n, np.float64), (B,))
+        keys, inverse = np.unique(np.stack([eps0, n], -1), axis=0, return_inverse=True)
+        distinct = [_uniform_law(float(e), int(m), shuffled.clones) for e, m in keys]
+        laws = [distinct[i] for i in inverse.reshape(-1)]
+        target = eps0
+    W = static_size(max(law[0].size for law in laws))
+    counts = np.stack([np.pad(c, (0, W - c.size), mode="edge") for c, _, _ in laws])
+    logw = np.stack([np.pad(w, (0, W - w.size), constant_values=-np.inf) for _, w, _ in laws])
+    dropped = np.array([d for _, _, d in laws])
+    a_width = static_size(2 * math.ceil(math.sqrt(A_LOG * max(counts.max(), 1.0))) + 4)
+    return CloneCounts(jnp.asarray(target), jnp.asarray(counts), jnp.asarray(logw), jnp.asarray(dropped), a_width)
+
+
+# --------------------------------------------------------------------------------------------------
+# Device: the loss law (one setting's scalars and (W,) arrays; vmapped by the accountant)
+# --------------------------------------------------------------------------------------------------
+
+
+def _loss(eps_t, a, b):
+    """L = log((q a + (1−q) b)/((1−q) a + q b)) with q = sigmoid(ε_t), for a, b ≥ 0 not both 0."""
+    q, r = jax.nn.sigmoid(eps_t), jax.nn.sigmoid(-eps_t)
+    return jnp.log(q * a + r * b) - jnp.log(r * a + q * b)
+
+
+def _tables(counts, a_width: int):
+    """Per block: the window start k_lo, F_ext[j] = low + Σ_{i<j} b(k_lo+i) (j = 0…W_a) and S_ext[j] =
+    high + Σ_{i≥j} b(k_lo+i), with low/high Hoeffding bounds on the Bin(C, ½) mass below/above it."""
+    half = a_width // 2
+    k_lo = jnp.maximum(jnp.floor(counts / 2.0) - (half - 1), 0.0)
+    k = k_lo[:, None] + jnp.arange(a_width, dtype=jnp.float64)[None, :]
+    pmf = jnp.exp(_clones._log_half_pmf(k, counts[:, None]))
+    k_hi = k_lo + a_width - 1
+    safe = jnp.maximum(counts, 1.0)
+    low = jnp.where(k_lo > 0, jnp.exp(-2.0 * (counts / 2.0 - k_lo + 1.0) ** 2 / safe), 0.0)
+    high = jnp.where(k_hi < counts, jnp.exp(-2.0 * (k_hi + 1.0 - counts / 2.0) ** 2 / safe), 0.0)
+    zero = jnp.zeros_like(counts)[:, None]
+    f_ext = low[:, None] + jnp.concatenate([zero, jnp.cumsum(pmf, axis=1)], axis=1)
+    s_ext = high[:, None] + jnp.concatenate([jnp.cumsum(pmf[:, ::-1], axis=1)[:, ::-1], zero], axis=1)
+    return k_lo, f_ext, s_ext
+
+
+def law(step: CloneCounts) -> pairs.LossLaw:
+    """The loss law of one round's clone pair (symmetric: Q(C, a) = P(C, C+1−a))."""
+    eps_t, counts, log_w, dropped = step.target_epsilon, step.counts, step.log_weights, step.dropped
+    a_width = step.a_width
+    q, r = jax.nn.sigmoid(eps_t), jax.nn.sigmoid(-eps_t)
+    w = jnp.exp(log_w)
+    cache = {}
+
+    def masses(loss):
+        """(P head, Q head, P tail, Q tail) at every loss, summed over blocks by a scan."""
+        if cache.get("loss") is loss:
+            return cache["out"]
+        ell = jnp.clip(loss, -eps_t - 1.0, eps_t + 1.0)
+        theta = jnp.exp(log_expm1(jnp.maximum(ell + eps_t, 1e-300)) - log_expm1(eps_t) - jax.nn.softplus(ell))
+        theta = jnp.where(ell + eps_t > 0, theta, jnp.where(ell + eps_t == 0, 0.0, -1.0))
+        rows = -(-counts.shape[0] // _SCAN_ROWS) * _SCAN_ROWS
+        pad = rows - counts.shape[0]
+        blocks = (jnp.pad(counts, (0, pad), mode="edge").reshape(-1, _SCAN_ROWS),
+                  jnp.pad(w, (0, pad)).reshape(-1, _SCAN_ROWS))
+
+        def body(acc, block):
+            c, wc = block
+            k_lo, f_ext, s_ext = _tables(c, a_width)
+            a_max = jnp.clip(jnp.floor(theta[None, :] * (c[:, None] + 1.0)), -1.0, c[:, None] + 1.0)
+            j = a_max - k_lo[:, None]  # a_max's position in the window
+
+            def f(shift):  # F(a_max + shift) = F_ext[j + shift + 1]
+                idx = jnp.clip(j + shift + 1.0, 0, a_width).astype(jnp.int32)
+                return jnp.take_along_axis(f_ext, idx, axis=1)
+
+            def s(shift):  # S(a_max + shift) = S_ext[j + shift]
+                idx = jnp.clip(j + shift, 0, a_width).astype(jnp.int32)
+                return jnp.take_along_axis(s_ext, idx, axis=1)
+
+            f0, f1, s0, s1 = f(-1.0), f(0.0), s(0.0), s(1.0)
+            out = jnp.stack([q * f0 + r * f1, r * f0 + q * f1, q * s0 + r * s1, r * s0 + q * s1])
+            return acc + jnp.einsum("b,kbm->km", wc, out), None
+
+        total, _ = jax.lax.scan(body, jnp.zeros((4,) + loss.shape), blocks)
+        # C outside its window: on the +∞ loss (P only; a +∞ atom has no Q mass)
+        total = total.at[2].add(dropped)
+        cache.update(loss=loss, out=total)
+        return total
+
+    def head(loss):
+        m = masses(loss)
+        return m[0], m[1]
+
+    def tail(loss):
+        m = masses(loss)
+        return m[2], m[3]
+
+    # support: the lowest and highest atoms inside the windows (a = k_lo and a = k_hi + 1)
+    half = a_width // 2
+    k_lo = jnp.maximum(jnp.floor(counts / 2.0) - (half - 1), 0.0)
+    k_hi = jnp.minimum(k_lo + a_width - 1, counts)
+    live = w > 0
+    lo = jnp.min(jnp.where(live, _loss(eps_t, k_lo, counts + 1.0 - k_lo), jnp.inf))
+    hi = jnp.max(jnp.where(live, _loss(eps_t, k_hi + 1.0, counts - k_hi), -jnp.inf))
+    return pairs.LossLaw(head, tail, (lo, hi), pairs._no_atoms(eps_t))
