@@ -22,7 +22,7 @@ __all__ = ["curve", "supported"]
 def supported(event) -> str | None:
     """None when the RDP accountant can interpret ``event``; otherwise the reason."""
     if isinstance(event, ev.Shuffled) and event.personalized:
-        return "Shuffled with personalized budgets (no RDP bound is implemented for it; use accountant="pld")"
+        return "Shuffled with personalized budgets (no RDP bound is implemented for it; use accountant='pld')"
     reasons = [r for r in map(supported, ev.children(event)) if r]
     return reasons[0] if reasons else None
 
