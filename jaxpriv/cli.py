@@ -136,6 +136,14 @@ def _positive_int(text: str) -> int:
     return int(text)
 
 
+def _rounds_list(text: str) -> list[int]:
+    """Comma-separated positive integers (numbers of rounds), e.g. ``1,10,100``."""
+    parts = text.split(",")
+    if not all(part.strip().isdigit() and int(part) >= 1 for part in parts):
+        raise argparse.ArgumentTypeError(f"must be positive integers separated by commas (e.g. 1,10,100), got {text!r}")
+    return sorted({int(part) for part in parts})
+
+
 def parse_grid(text: str) -> np.ndarray:
     """A 1-D array from ``START:STOP:NUM`` (linear), ``START:STOP:NUM:log`` (geometric), ``a,b,c`` or ``a``."""
     if ":" not in text:
@@ -263,6 +271,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="uniform:LO,HI | gauss:MEAN,SD[,clip=LO,HI] | levels:E@W,... | a CSV file of budgets")
     p.add_argument("--n", type=_positive_int, help="number of users (not needed with a CSV file)")
     p.add_argument("--delta", type=_number, required=True, help=_HELP["delta"])
+    p.add_argument("--rounds", type=_rounds_list, metavar="T[,T...]",
+                   help="also compose T rounds (e.g. 1,10,100,1000): the exact pair by PLD beside the seeds' "
+                        "compositions, one row per method (and epsilon_vs_rounds.png with --out)")
+    p.add_argument("--dims", type=_positive_int, default=1, metavar="B",
+                   help="with --rounds: shuffled releases per round (S-APES's uploaded dimensions; default 1)")
     p.add_argument("--out", metavar="DIR", help="write epsilon_vs_n.png and budgets.png here")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     _defaults(p, cmd_shuffle, ranges={"delta": _DPSGD_RANGES["delta"]}, dirs=("out",), check=_check_shuffle)
@@ -541,9 +554,19 @@ def cmd_shuffle(args) -> int:
 
     eps = args.budget_values
     rows = summary.shuffle_summary(eps, args.delta)
+    composed = None
+    if args.rounds:
+        from .shuffle.rounds import rounds_summary
+
+        composed = rounds_summary(eps, args.delta, args.rounds, dims=args.dims)
     if args.json:
-        print(json.dumps({"budgets": args.budgets, "n": int(eps.size), "delta": args.delta,
-                          "bounds": [{**r, "epsilon": _json_value(r["epsilon"])} for r in rows]}, indent=2))
+        out = {"budgets": args.budgets, "n": int(eps.size), "delta": args.delta,
+               "bounds": [{**r, "epsilon": _json_value(r["epsilon"])} for r in rows]}
+        if composed:
+            out["rounds"] = {"rounds": args.rounds, "dims": args.dims, "methods": [
+                {"name": name, "kind": row["kind"], "note": row["note"],
+                 "epsilon": [_json_value(x) for x in row["epsilon"]]} for name, row in composed.items()]}
+        print(json.dumps(out, indent=2))
     else:
         console = _console()
         console.print(_table(
@@ -552,6 +575,15 @@ def cmd_shuffle(args) -> int:
             [[r["name"], _fmt(r["epsilon"]), f"{r['delta']:.3g}", r["kind"], r["note"]] for r in rows],
             numeric=(1, 2),
         ))
+        if composed:
+            per = f", {args.dims} releases per round" if args.dims > 1 else ""
+            console.print(_table(
+                f"central ε after T rounds{per} (worst-case user, δ = {args.delta:g})",
+                ["method", *[f"T = {t:,}" for t in args.rounds], "kind"],
+                [[name, *[f"{x:.4g}" for x in row["epsilon"]], "approx." if row["kind"] == "approximation" else "bound"]
+                 for name, row in composed.items()],
+                numeric=tuple(range(1, len(args.rounds) + 1)),
+            ))
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         if os.path.isfile(args.budgets):
@@ -566,6 +598,10 @@ def cmd_shuffle(args) -> int:
             summary.plot_budgets(eps, os.path.join(args.out, "budgets.png"), f"local budgets ({args.budgets})",
                                  per_user=personalized_epsilon(eps, args.delta, model="gspa", per_user=True)),
         ]
+        if composed:
+            paths.append(summary.plot_epsilon_versus_rounds(
+                args.rounds, composed, os.path.join(args.out, "epsilon_vs_rounds.png"),
+                f"central ε vs rounds, n = {eps.size:,}, budgets {args.budgets}, δ = {args.delta:g}"))
         if not args.json:
             for path in paths:
                 _console().print(f"wrote {escape(path)}", soft_wrap=True)

@@ -260,6 +260,18 @@ def test_shuffle_json_reproduces_unis_and_writes_figures(capsys, tmp_path):
     assert (out / "epsilon_vs_n.png").stat().st_size > 0 and (out / "budgets.png").stat().st_size > 0
 
 
+def test_shuffle_rounds_json_and_figure(capsys, tmp_path):
+    out = tmp_path / "rounds"
+    assert main(["shuffle", "--budgets", "uniform:0.5,1", "--n", "2000", "--delta", "1e-6", "--rounds", "10,1",
+                 "--dims", "2", "--json", "--out", str(out)]) == 0
+    report = json.loads(capsys.readouterr().out)["rounds"]
+    assert report["rounds"] == [1, 10] and report["dims"] == 2
+    methods = {m["name"]: m["epsilon"] for m in report["methods"]}
+    exact = methods["exact pair by PLD, APES"]
+    assert exact[0] < exact[1] < methods["Girgis RDP, ε₀ = max"][1]
+    assert (out / "epsilon_vs_rounds.png").stat().st_size > 0
+
+
 def test_shuffle_bad_budgets_exit_2(capsys):
     assert main(["shuffle", "--budgets", "beta:1,2", "--n", "100", "--delta", "1e-8"]) == 2
     assert "budgets spec" in capsys.readouterr().err

@@ -170,10 +170,10 @@ def test_rounds_epsilon_per_user_is_safe_and_below_the_worst_case():
 def test_rounds_summary_rows_and_dims():
     eps = np.linspace(0.05, 1.0, 2000)
     rows = rounds_summary(eps, 1e-8, [1, 10], dims=2)
-    exact = rows["exact pair, PLD (APES model)"]["epsilon"]
+    exact = rows["exact pair by PLD, APES"]["epsilon"]
     assert np.all(np.diff(exact) > 0)
     assert exact[0] == pytest.approx(float(rounds_epsilon(eps, 1e-8, 2, model="apes")), rel=1e-12)
-    for name in ("Girgis et al. RDP, ε₀ = max", "S-APES Prop. 1 (advanced composition)"):
+    for name in ("Girgis RDP, ε₀ = max", "S-APES Prop. 1"):
         assert rows[name]["kind"] == "bound" and np.all(rows[name]["epsilon"] > exact)
 
 

@@ -55,7 +55,7 @@ def _check(local_epsilons, delta, rounds, dims, model):
 
 
 def rounds_epsilon(local_epsilons, delta, rounds, *, dims: int = 1, model: str = "gspa", per_user: bool = False,
-                   max_targets: int = MAX_TARGETS):
+                   max_targets: int = MAX_TARGETS, progress=None):
     """Central ε after ``rounds`` × ``dims`` shuffled releases, by the PLD-composed exact clone pair.
 
     Each release is one round of :class:`jaxpriv.events.Shuffled` with these personalized budgets (the
@@ -78,17 +78,18 @@ def rounds_epsilon(local_epsilons, delta, rounds, *, dims: int = 1, model: str =
       model: ``"gspa"`` (default) or ``"apes"``.
       per_user: one ε for every user (False) or one per user (True, shape (n,) per T).
       max_targets: most target budgets evaluated for ``per_user`` (≥ 1).
+      progress: a progress bar for long runs (None: when there are many chunks).
 
     Returns:
       float64 array: shape of ``rounds`` (worst case) or that shape + (n,) (per user).
 
     Example:
       >>> import numpy as np
-      >>> eps = np.random.default_rng(0).uniform(0.5, 1.0, 1000)
+      >>> eps = np.random.default_rng(0).uniform(0.5, 1.0, 300)
       >>> worst = rounds_epsilon(eps, 1e-6, 10)
-      >>> mine = rounds_epsilon(eps, 1e-6, 10, per_user=True)
+      >>> mine = rounds_epsilon(eps, 1e-6, 10, per_user=True, max_targets=8, progress=False)
       >>> mine.shape, bool(mine.max() <= worst * (1 + 1e-9)), bool(mine.min() < worst)
-      ((1000,), True, True)
+      ((300,), True, True)
     """
     eps, delta, rounds, dims = _check(local_epsilons, delta, rounds, dims, model)
     if not (isinstance(max_targets, (int, np.integer)) and max_targets >= 1):
@@ -96,7 +97,7 @@ def rounds_epsilon(local_epsilons, delta, rounds, *, dims: int = 1, model: str =
     releases = rounds * dims
     if not per_user or model == "apes":
         step = ev.Shuffled(eps, model=model)
-        out = accounting.epsilon(ev.SelfComposed(step, releases), delta, accountant="pld")
+        out = accounting.epsilon(ev.SelfComposed(step, releases), delta, accountant="pld", progress=progress)
         return np.broadcast_to(out[..., None], out.shape + (eps.size,)).copy() if per_user else out
     targets = np.unique(eps)
     if targets.size > max_targets:
@@ -104,7 +105,7 @@ def rounds_epsilon(local_epsilons, delta, rounds, *, dims: int = 1, model: str =
         targets[-1] = eps.max()  # the grid's ends are the exact extremes
     index = np.minimum(np.searchsorted(targets, eps, side="left"), targets.size - 1)  # next grid point ≥ ε_t
     step = ev.Shuffled(eps, model="gspa", target_epsilon=targets[:, None])
-    values = accounting.epsilon(ev.SelfComposed(step, releases), delta, accountant="pld")  # (targets, T)
+    values = accounting.epsilon(ev.SelfComposed(step, releases), delta, accountant="pld", progress=progress)
     return np.moveaxis(values[index], 0, -1)
 
 
@@ -113,30 +114,30 @@ def rounds_summary(local_epsilons, delta, rounds, *, dims: int = 1) -> dict:
 
     Returns ``{name: {"epsilon": array over rounds, "kind": "bound" | "approximation", "note": str}}``:
 
-    * ``"exact pair, PLD (GSPA model)"`` and ``"exact pair, PLD (APES model)"`` — :func:`rounds_epsilon`;
-    * ``"Girgis et al. RDP, ε₀ = max"`` — Theorem 1's RDP curve of one round (uniform ε₀ = max ε_i, valid
+    * ``"exact pair by PLD, GSPA"`` and ``"exact pair by PLD, APES"`` — :func:`rounds_epsilon`;
+    * ``"Girgis RDP, ε₀ = max"`` — Theorem 1's RDP curve of one round (uniform ε₀ = max ε_i, valid
       for any ε₀-LDP randomizer) composed T·b times, improved conversion (the tool UDP-FL uses);
-    * ``"S-APES Prop. 1 (advanced composition)"`` — advanced composition over 2bT releases (the paper's
+    * ``"S-APES Prop. 1"`` — advanced composition over 2bT releases (the paper's
       Proposition 1 with b·T dimensions) of the exact one-round APES-model ε at δ^c, with the budget
       split δ' = δ/2, δ^c = δ/(4bT) so that δ' + 2bT·δ^c = δ;
-    * ``"GSPA √(bT)·μ (approximation)"`` — GSPA's μ-GDP composed, converted at δ (not a bound).
+    * ``"GSPA √(bT)·μ"`` — GSPA's μ-GDP composed, converted at δ (not a bound).
 
     Example:
       >>> import numpy as np
       >>> rows = rounds_summary(np.ones(1000), 1e-6, [1, 10])
-      >>> sorted(rows)[0], rows["exact pair, PLD (GSPA model)"]["epsilon"].shape
-      ('GSPA √(bT)·μ (approximation)', (2,))
+      >>> rows["exact pair by PLD, GSPA"]["epsilon"].shape, rows["GSPA √(bT)·μ"]["kind"]
+      ((2,), 'approximation')
     """
     eps, delta, rounds, dims = _check(local_epsilons, delta, rounds, dims, "gspa")
     rounds = np.atleast_1d(rounds)
     n, top = eps.size, float(eps.max())
     rows = {}
     for model in ("gspa", "apes"):
-        rows[f"exact pair, PLD ({model.upper()} model)"] = dict(
+        rows[f"exact pair by PLD, {model.upper()}"] = dict(
             epsilon=np.asarray(rounds_epsilon(eps, delta, rounds, dims=dims, model=model)), kind="bound",
             note="the exact one-round clone pair composed by the PLD accountant (worst-case user)")
     girgis = ev.SelfComposed(ev.Shuffled(top, n=n), rounds * dims)
-    rows["Girgis et al. RDP, ε₀ = max"] = dict(
+    rows["Girgis RDP, ε₀ = max"] = dict(
         epsilon=np.asarray(accounting.epsilon(girgis, delta, accountant="rdp")), kind="bound",
         note="Theorem 1's RDP curve at the largest budget, composed (UDP-FL's accountant)")
     releases = rounds * dims
@@ -144,11 +145,11 @@ def rounds_summary(local_epsilons, delta, rounds, *, dims: int = 1) -> dict:
     with float64():
         eps_c = np.array([float(personalized.personalized_epsilon(eps, d, model="apes")) for d in delta_c])
         eps_uc, _ = bounds.sapes_proposition1(eps_c, delta_c, releases, delta / 2.0)
-    rows["S-APES Prop. 1 (advanced composition)"] = dict(
+    rows["S-APES Prop. 1"] = dict(
         epsilon=np.asarray(eps_uc), kind="bound",
         note="advanced composition over 2bT releases of the exact one-round APES ε (δ' = δ/2)")
     mu = np.asarray(bounds.gspa_mu_composed(eps, releases))
-    rows["GSPA √(bT)·μ (approximation)"] = dict(
+    rows["GSPA √(bT)·μ"] = dict(
         epsilon=np.asarray(fdp.gdp_epsilon(mu, delta)), kind="approximation",
         note="GSPA's μ-GDP composed (Berry-Esseen term dropped by the paper: not a bound)")
     return rows
