@@ -104,7 +104,7 @@ def rounds_epsilon(local_epsilons, delta, rounds, *, dims: int = 1, model: str =
         targets = np.geomspace(targets[0], targets[-1], max_targets)
         targets[-1] = eps.max()  # the grid's ends are the exact extremes
     index = np.minimum(np.searchsorted(targets, eps, side="left"), targets.size - 1)  # next grid point ≥ ε_t
-    step = ev.Shuffled(eps, model="gspa", target_epsilon=targets[:, None])
+    step = ev.Shuffled(eps, model="gspa", target_epsilon=targets.reshape((-1,) + (1,) * rounds.ndim))
     values = accounting.epsilon(ev.SelfComposed(step, releases), delta, accountant="pld", progress=progress)
     return np.moveaxis(values[index], 0, -1)
 
