@@ -18,7 +18,9 @@ direct O(n²) numpy double sum for S at n = 10⁴ and alone at 10⁶ and 10⁷; 
 (``personalized_epsilon(per_user=True)``) for 10⁵ users with continuous budgets, at the default grid and a
 coarser one. Finally the multinomial TV bound of GSPA / E-APES (``lattice_gaussian_tv``, SPEC §3.3): the
 jitted JAX kernels against the previous numpy/scipy evaluation (kept below as the anchor), cold and warm,
-at n = 10³, 10⁴, 10⁵ (``--quick``: 10³, 10⁴). Prints markdown tables and, with ``--json OUT``, writes every number to OUT; exits with
+at n = 10³, 10⁴, 10⁵ (``--quick``: 10³, 10⁴). Many rounds: the exact pair composed by the PLD accountant
+beside the RDP accountant (uniform ε₀ = 1, n = 10⁶, T = 1000), per-user ε after 100 rounds for 10⁵ users
+(``--quick``: 10⁴), and every composition at the seeds' settings for T = 10, 100, 1000. Prints markdown tables and, with ``--json OUT``, writes every number to OUT; exits with
 status 1 if a check fails.
 """
 
@@ -227,6 +229,62 @@ def bench_per_user(quick: bool) -> dict:
     return out
 
 
+def bench_rounds(repeats: int, quick: bool) -> dict:
+    """Many rounds: the exact pair composed by PLD (uniform ε₀ = 1 at n = 10⁶, T = 1000; per-user ε for 10⁵
+    continuous budgets, T = 100) with the RDP accountant (Girgis et al.) beside it, and every composition
+    at the seeds' settings for T = 10, 100, 1000."""
+    from jaxpriv import accounting, events
+    from jaxpriv.shuffle import rounds_epsilon, rounds_summary
+
+    out = {}
+    uniform = events.SelfComposed(events.Shuffled(1.0, n=1_000_000), 1000)
+    runs = {}
+    for name in ("pld", "rdp"):
+        first, times, value = first_and_repeats(lambda: accounting.epsilon(uniform, DELTA, accountant=name), repeats)
+        runs[name] = {"first_call_s": first, "median_s": float(np.median(times)), "epsilon": float(value)}
+    out["uniform"] = {"n": 1_000_000, "rounds": 1000, "delta": DELTA, **runs}
+    n = 10_000 if quick else 100_000
+    eps = np.random.default_rng(1).uniform(0.05, 1.0, n)
+    first, per_user = timed(lambda: rounds_epsilon(eps, DELTA, 100, per_user=True, progress=False))
+    second, _ = timed(lambda: rounds_epsilon(eps, DELTA, 100, per_user=True, progress=False))
+    worst = float(rounds_epsilon(eps, DELTA, 100))
+    out["per_user"] = {"n": n, "rounds": 100, "first_call_s": first, "second_call_s": second,
+                       "min": float(per_user.min()), "median": float(np.median(per_user)), "max": float(per_user.max()),
+                       "worst_case": worst}
+    settings = {"APES Table 3: n = 10⁴, ε_i evenly in [0.05, 1], δ = 1e-8": (np.linspace(0.05, 1.0, 10_000), 1e-8),
+                "GSPA: uniform ε₀ = 1, n = 10⁴, δ = 1e-6": (np.ones(10_000), 1e-6)}
+    out["gains"] = {name: {k: {"epsilon": v["epsilon"].tolist(), "kind": v["kind"]}
+                           for k, v in rounds_summary(e, d, [1, 10, 100, 1000]).items()}
+                    for name, (e, d) in settings.items()}
+    out["checks"] = {"uniform n=1e6, T=1000 under 2 s warm": runs["pld"]["median_s"] < 2.0,
+                     "PLD below RDP": runs["pld"]["epsilon"] < runs["rdp"]["epsilon"],
+                     "per-user ≤ worst case": out["per_user"]["max"] <= worst * (1 + 1e-9),
+                     f"per-user {n:,} users under 30 s": first < 30.0}
+    return out
+
+
+def report_rounds(res: dict):
+    u = res["uniform"]
+    say(f"## Many rounds: the exact pair composed by PLD (ε₀ = 1, n = {u['n']:,}, T = {u['rounds']:,}, δ = {u['delta']:g})")
+    say()
+    say(table(["accountant", "ε", "first call", "median"],
+              [[name, f"{u[name]['epsilon']:.5f}", ms(u[name]["first_call_s"]), ms(u[name]["median_s"])]
+               for name in ("pld", "rdp")]))
+    say()
+    p = res["per_user"]
+    say(f"Per-user ε after T = {p['rounds']} rounds for {p['n']:,} users with budgets U[0.05, 1] (GSPA model, "
+        f"at most 128 target budgets, each user's rounded up): first call {ms(p['first_call_s'])}, second "
+        f"{ms(p['second_call_s'])}; ε from {p['min']:.4f} (median {p['median']:.4f}) to {p['max']:.4f}, "
+        f"worst case {p['worst_case']:.4f}.")
+    say()
+    for name, rows in res["gains"].items():
+        say(f"### {name}")
+        say()
+        say(table(["method", "T = 1", "T = 10", "T = 100", "T = 1000", "kind"],
+                  [[k, *[f"{x:.4g}" for x in v["epsilon"]], v["kind"]] for k, v in rows.items()]))
+        say()
+
+
 def report_apes_and_per_user(apes: dict, per_user: dict):
     say(f"## APES Theorem 4 (uniform budgets in [0.05, 1], δ_s = {apes['delta_s']:g})")
     say()
@@ -397,14 +455,17 @@ def main(argv=None) -> int:
     results["apes"] = bench_apes(args.repeats, args.quick)
     results["per_user"] = bench_per_user(args.quick)
     results["multinomial"] = bench_multinomial(args.repeats, args.quick)
+    results["rounds"] = bench_rounds(min(args.repeats, 3), args.quick)
     report(results, args.quick)
     report_apes_and_per_user(results["apes"], results["per_user"])
     report_multinomial(results["multinomial"])
+    report_rounds(results["rounds"])
     checks = {f"n={r['n']}: {k}": v for r in results["sizes"] for k, v in r["checks"].items()}
     checks.update({f"batch: {k}": v for k, v in results["batch"]["checks"].items()})
     checks.update({f"apes: {k}": v for k, v in results["apes"]["checks"].items()})
     checks.update({f"per-user: {k}": v for k, v in results["per_user"]["checks"].items()})
     checks.update({f"multinomial: {k}": v for k, v in results["multinomial"]["checks"].items()})
+    checks.update({f"rounds: {k}": v for k, v in results["rounds"]["checks"].items()})
     results["checks"] = checks
     say("Checks: " + ", ".join(f"{k}: {'ok' if v else 'FAILED'}" for k, v in checks.items()))
     return common.finish(results, checks, t_start, args.json)
