@@ -272,3 +272,14 @@ def test_apes_clone_law_is_one_bernoulli_per_user_against_mpmath():
     var_l = (counts**2 * literal).sum() - mean_l**2
     assert var_u < var_l
     assert oracle_delta(q, literal, got) > delta  # under the literal law the same ε would not hold
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 6, 8])
+def test_tiny_populations_equal_the_uniform_sum(n):
+    # Regression: the leave-one-out law's error estimate was NaN on impossible counts, which made the
+    # allowance NaN and ε collapse to ~1e-54 at n = 2 and 4 (far below the truth).
+    eps = np.ones(n)
+    assert float(personalized_epsilon(eps, 1e-6)) == pytest.approx(float(clones_epsilon(1.0, n, 1e-6, clones="strong")),
+                                                                   rel=1e-9)
+    assert float(personalized_epsilon(eps, 1e-6, model="apes")) == pytest.approx(
+        float(clones_epsilon(1.0, n, 1e-6, clones="fmt22")), rel=1e-6)

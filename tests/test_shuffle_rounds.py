@@ -96,9 +96,10 @@ def test_uniform_rounds_match_the_enumerated_product_pair(eps0, n, clones, round
     assert d_lo <= _exact_delta(pair, rounds, exact_eps) <= d_up
 
 
-@pytest.mark.parametrize("model, rounds", [("gspa", 1), ("gspa", 3), ("apes", 2)])
-def test_personalized_rounds_match_the_enumerated_product_pair(model, rounds):
-    eps = np.random.default_rng(3).uniform(0.3, 1.5, 24)
+@pytest.mark.parametrize("model, rounds, n", [("gspa", 1, 24), ("gspa", 3, 24), ("apes", 2, 24), ("gspa", 2, 2),
+                                             ("apes", 1, 4)])
+def test_personalized_rounds_match_the_enumerated_product_pair(model, rounds, n):
+    eps = np.random.default_rng(3).uniform(0.3, 1.5, n)
     from jaxpriv.shuffle.personalized import clone_probabilities  # the model's c_i (tested in its own file)
 
     c, eps_star = clone_probabilities(eps, model)

@@ -111,7 +111,8 @@ def _count_law(groups_p, groups_m, remove):
     valid = counts <= top[0]
     counts, logpmf, rel = counts[valid], logpmf[0][valid], rel[0][valid]
     # each Pr[C] raised by its error estimate, and by the tables' Loader/cumsum rounding (see law())
-    logpmf = logpmf + np.log1p(rel + 1e-12)
+    possible = np.isfinite(logpmf)  # counts beyond the leave-one-out support have −inf (and no error estimate)
+    logpmf = np.where(possible, logpmf + np.log1p(np.where(possible, rel, 0.0) + 1e-12), -np.inf)
     width = max(1, int(BLOCK_RTOL * max(counts[0], 1.0)))
     if width > 1:
         starts = np.arange(0, counts.size, width)

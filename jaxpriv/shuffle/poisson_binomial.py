@@ -251,6 +251,8 @@ def _windows(p, m, remove):
     top = np.full(remove.size, float(hi)) - (remove == 1.0)  # a removed p = 1 user lowers the support
     beyond = (lo + np.arange(width))[None, :] > np.floor(total - (remove > 0))[:, None]
     logpmf = np.where(beyond, -np.inf, logpmf)
+    # impossible counts have no error to bound (their estimate divides by a zero pmf: NaN or inf)
+    rel_err = np.where(np.isfinite(logpmf), rel_err, 0.0)
     return logpmf, lo, top, dropped, rel_err
 
 
