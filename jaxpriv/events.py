@@ -156,7 +156,9 @@ class Shuffled:
     Personalized budgets: ``Shuffled(local_epsilons, model="gspa" | "apes")`` with a 1-D array of one ε
     per user (its length is n; a population, not a batch). The guarantee is the worst case over users
     (the target answers at max ε_i); with ``model="gspa"``, ``target_epsilon`` (a number or an array: a
-    batch) gives the guarantee of a user with that budget instead.
+    batch) gives the guarantee of a user with that budget instead. Either way the other users' clone
+    count is the Poisson-binomial of all users but the one with the largest clone probability (valid for
+    every target, SPEC §3.1). Only the PLD accountant interprets personalized budgets.
     """
 
     epsilon0: Any
