@@ -190,10 +190,11 @@ def law(step: CloneCounts) -> pairs.LossLaw:
     a_width = step.a_width
     q, r = jax.nn.sigmoid(eps_t), jax.nn.sigmoid(-eps_t)
     w = jnp.exp(log_w)
+    # The accountant asks head(ℓ) and then tail(ℓ) at the same 1-D array of nodes: one pass gives both.
     cache = {}
 
     def masses(loss):
-        """(P head, Q head, P tail, Q tail) at every loss, summed over blocks by a scan."""
+        """(P head, Q head, P tail, Q tail) at every loss of the 1-D array ``loss``, summed over blocks."""
         if cache.get("loss") is loss:
             return cache["out"]
         ell = jnp.clip(loss, -eps_t - 1.0, eps_t + 1.0)
