@@ -157,15 +157,16 @@ def test_pld_is_tighter_than_rdp_and_best_takes_it():
 
 
 def test_rounds_epsilon_per_user_is_safe_and_below_the_worst_case():
-    eps = np.random.default_rng(1).uniform(0.2, 1.0, 400)
+    eps = np.random.default_rng(1).uniform(0.2, 1.0, 200)
     worst = rounds_epsilon(eps, 1e-6, [1, 5])
-    mine = rounds_epsilon(eps, 1e-6, [1, 5], per_user=True, max_targets=16)
-    assert mine.shape == (2, 400) and np.all(mine <= worst[:, None] * (1 + 1e-12))
+    mine = rounds_epsilon(eps, 1e-6, [1, 5], per_user=True, max_targets=8)
+    assert mine.shape == (2, 200) and np.all(mine <= worst[:, None] * (1 + 1e-12))
     exact_one = personalized_epsilon(eps, 1e-6, per_user=True)
     # the one-round per-user values: never below the exact per-user sum (budgets rounded up, smaller C)
     assert np.all(mine[0] >= exact_one * (1 - 1e-9))
     assert np.corrcoef(mine[1], eps)[0, 1] > 0.95  # a larger own budget, a larger central ε
-    assert np.all(rounds_epsilon(eps, 1e-6, 5, model="apes", per_user=True) == rounds_epsilon(eps, 1e-6, 5, model="apes"))
+    apes = rounds_epsilon(eps, 1e-6, 5, model="apes", per_user=True)
+    assert apes.shape == (200,) and np.all(apes == apes[0])  # every APES target answers at max ε
 
 
 def test_rounds_summary_rows_and_dims():

@@ -85,11 +85,11 @@ def rounds_epsilon(local_epsilons, delta, rounds, *, dims: int = 1, model: str =
 
     Example:
       >>> import numpy as np
-      >>> eps = np.random.default_rng(0).uniform(0.5, 1.0, 300)
+      >>> eps = np.random.default_rng(0).uniform(0.5, 1.0, 100)
       >>> worst = rounds_epsilon(eps, 1e-6, 10)
-      >>> mine = rounds_epsilon(eps, 1e-6, 10, per_user=True, max_targets=8, progress=False)
+      >>> mine = rounds_epsilon(eps, 1e-6, 10, per_user=True, max_targets=4, progress=False)
       >>> mine.shape, bool(mine.max() <= worst * (1 + 1e-9)), bool(mine.min() < worst)
-      ((300,), True, True)
+      ((100,), True, True)
     """
     eps, delta, rounds, dims = _check(local_epsilons, delta, rounds, dims, model)
     if not (isinstance(max_targets, (int, np.integer)) and max_targets >= 1):
