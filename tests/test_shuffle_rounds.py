@@ -208,3 +208,30 @@ def test_rounds_epsilon_bad_input(kwargs, message):
 def test_shuffled_event_bad_input(event, message):
     with pytest.raises(ValueError, match=message):
         accounting.epsilon(event, 1e-6, accountant="pld")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(rounds=[1, 0]), r"rounds must lie in \[1\.0, inf\)"),
+    (dict(rounds=[[1, 2]]), r"rounds must be an integer or a 1-D array"),
+    (dict(dims=1.5), r"dims must be an integer"),
+    (dict(local_epsilons=np.array([0.5, -1.0])), r"local_epsilons must lie in \(0\.0, inf\)"),
+    (dict(delta=1.0), r"delta must lie in \(0\.0, 1\.0\)"),
+])
+def test_rounds_summary_bad_input(kwargs, message):
+    args = dict(local_epsilons=np.array([0.5, 1.0, 2.0]), delta=1e-6, rounds=[1, 10], dims=1)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=message):
+        rounds_summary(args["local_epsilons"], args["delta"], args["rounds"], dims=args["dims"])
+
+
+@pytest.mark.parametrize("eps, model, message", [
+    (np.array([0.5, 1.0]), "x", r"model must be one of"),
+    (np.array([0.5, np.nan]), "gspa", r"local_epsilons"),
+    (np.array([0.5, 0.0]), "apes", r"local_epsilons must lie in \(0\.0, inf\)"),
+    (np.array([0.5]), "gspa", r"at least 2 per-user budgets"),
+])
+def test_clone_probabilities_bad_input(eps, model, message):
+    from jaxpriv.shuffle.personalized import clone_probabilities
+
+    with pytest.raises(ValueError, match=message):
+        clone_probabilities(eps, model)

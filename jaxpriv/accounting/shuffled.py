@@ -167,11 +167,15 @@ def _loss(eps_t, a, b):
     return jnp.log(q * a + r * b) - jnp.log(r * a + q * b)
 
 
+def _window_start(counts, a_width: int):
+    """First a of each block's Bin(C, ½) window: C/2 − (a_width/2 − 1), at least 0."""
+    return jnp.maximum(jnp.floor(counts / 2.0) - (a_width // 2 - 1), 0.0)
+
+
 def _tables(counts, a_width: int):
     """Per block: the window start k_lo, F_ext[j] = low + Σ_{i<j} b(k_lo+i) (j = 0…W_a) and S_ext[j] =
     high + Σ_{i≥j} b(k_lo+i), with low/high Hoeffding bounds on the Bin(C, ½) mass below/above it."""
-    half = a_width // 2
-    k_lo = jnp.maximum(jnp.floor(counts / 2.0) - (half - 1), 0.0)
+    k_lo = _window_start(counts, a_width)
     k = k_lo[:, None] + jnp.arange(a_width, dtype=jnp.float64)[None, :]
     pmf = jnp.exp(_clones._log_half_pmf(k, counts[:, None]))
     k_hi = k_lo + a_width - 1
@@ -238,8 +242,7 @@ def law(step: CloneCounts) -> pairs.LossLaw:
         return m[2], m[3]
 
     # support: the lowest and highest atoms inside the windows (a = k_lo and a = k_hi + 1)
-    half = a_width // 2
-    k_lo = jnp.maximum(jnp.floor(counts / 2.0) - (half - 1), 0.0)
+    k_lo = _window_start(counts, a_width)
     k_hi = jnp.minimum(k_lo + a_width - 1, counts)
     live = w > 0
     lo = jnp.min(jnp.where(live, _loss(eps_t, k_lo, counts + 1.0 - k_lo), jnp.inf))

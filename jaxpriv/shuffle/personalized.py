@@ -119,9 +119,12 @@ def clone_probabilities(local_epsilons, model: str, local_deltas=None, *, grid_r
       >>> bool(np.allclose(c, 2 / (1 + np.exp([1.0, 2.0])))), float(eps_star)
       (True, 2.0)
     """
-    eps = np.asarray(local_epsilons, np.float64)
+    eps, _, deltas = _validate(local_epsilons, 0.5, model, local_deltas)
+    return _clone_probabilities(eps, model, deltas, grid_rtol, max_groups)
+
+
+def _clone_probabilities(eps, model, deltas, grid_rtol, max_groups):
     if model == "gspa":
-        deltas = np.zeros_like(eps) if local_deltas is None else np.asarray(local_deltas, np.float64)
         c = np.minimum(2.0 * (1.0 - deltas) * np.exp(-np.logaddexp(0.0, eps)), 1.0)
     else:
         c = _apes_clone_probabilities(eps)
@@ -185,7 +188,7 @@ def personalized_epsilon(local_epsilons, delta, model: str = "gspa", local_delta
         raise ValueError(f"max_groups must be an integer ≥ 1, got {max_groups!r}")
     n = eps.size
     h = math.log1p(grid_rtol)
-    c, _ = clone_probabilities(eps, model, deltas, grid_rtol=grid_rtol, max_groups=max_groups)
+    c, _ = _clone_probabilities(eps, model, deltas, grid_rtol, max_groups)
     if model == "gspa":
         t_eps, t_delta = eps.copy(), deltas.copy()
     else:
