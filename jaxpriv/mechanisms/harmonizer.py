@@ -13,28 +13,31 @@ Each client names a mechanism; the scale solved for is
 The T-fold curve is converted with the improved conversion (SPEC §1.8). The paper's Alg. 3 tries noise
 multipliers one after another with the classic conversion and its Table 3 "RDP" expressions (the
 staircase one is not a Rényi divergence, see :func:`jaxpriv.mechanisms.staircase.udpfl_printed_rdp`);
-here every client is solved at once by the conservative root finder of :mod:`jaxpriv.calibrate`.
+here each client's rounds are an event (:mod:`jaxpriv.events`: ``SelfComposed(PoissonSampled(q,
+mechanism(scale)), T)``) and every client of a mechanism is solved at once by :func:`jaxpriv.calibrate.calibrate`
+with the RDP accountant — the library's one root finder and one accountant interface.
 """
 
 from __future__ import annotations
 
-import functools
-import math
 import warnings
 from typing import NamedTuple
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
-from .. import calibrate, rdp
+from .. import calibrate, events
 from .._numerics import check_array, check_broadcastable, float64
-from . import staircase
 
 __all__ = ["MECHANISMS", "Harmonized", "harmonize"]
 
-#: Mechanism names understood by :func:`harmonize`.
-MECHANISMS = ("gaussian", "laplace", "staircase")
+#: Mechanism names understood by :func:`harmonize`, each the event family of one round's noise and the
+#: range its scale is searched in (wide enough for any target the orders can certify).
+_FAMILIES = {
+    "gaussian": (lambda scale, dimension: events.Gaussian(scale), (1e-4, 1e8)),
+    "laplace": (lambda scale, dimension: events.Laplace(scale), (1e-4, 1e8)),
+    "staircase": (lambda epsilon0, dimension: events.Staircase(epsilon0, None, dimension), (1e-8, 100.0)),
+}
+MECHANISMS = tuple(_FAMILIES)
 
 
 class Harmonized(NamedTuple):
@@ -44,48 +47,10 @@ class Harmonized(NamedTuple):
     epsilon: np.ndarray
 
 
-def _staircase_curve(scale, dimension, orders):
-    """Per-coordinate staircase on a ``dimension``-d query of L1 sensitivity 1 (1-D when d = 1)."""
-    gamma = staircase._optimal_gamma(scale)
-    one = staircase._rdp(scale, gamma, orders)
-    spread = dimension[:, None] * staircase._rdp(
-        scale, gamma, orders, staircase._loss_plus_mass_at(scale, gamma, 1.0 / dimension))
-    return jnp.where(dimension[:, None] == 1.0, one, spread)
-
-
-def _step_curve(mechanism: str, scale, q, dimension, orders_key: tuple):
-    """RDP curve of one round: (B,) scale, q and dimension → (B, K)."""
-    orders = np.asarray(orders_key)
-    if mechanism == "gaussian":
-        return rdp.subsampled_gaussian_kernel(q, scale, orders_key)
-    if mechanism == "laplace":
-        base = lambda a: rdp.laplace_kernel(scale[:, None], a)
-    else:
-        base = lambda a: _staircase_curve(scale, dimension, a)
-    integers = np.arange(2.0, max(2, math.ceil(orders.max())) + 1.0)
-    return rdp.subsampled_kernel(q, base(integers), base(orders), orders_key)
-
-
-def _epsilon(mechanism: str, scale, q, rounds, delta, dimension, orders_key: tuple):
-    rho = _step_curve(mechanism, scale, q, dimension, orders_key) * rounds[:, None]
-    return rdp.to_epsilon_kernel(rho, np.asarray(orders_key), delta)[0]
-
-
-@functools.partial(jax.jit, static_argnums=(0, 6))
-def _solve(mechanism: str, target, q, rounds, delta, dimension, orders_key: tuple):
-    """(scale, ε(scale)) per client: ε(scale) ≤ target, the scale within 1e-10 (relative) of the root."""
-    sign = -1.0 if mechanism == "staircase" else 1.0  # search in ±log(scale) so that larger is safer
-
-    def gap(x):
-        eps = _epsilon(mechanism, jnp.exp(sign * x), q, rounds, delta, dimension, orders_key)
-        g = jnp.log(eps) - jnp.log(target)
-        return jnp.where(jnp.isnan(g), jnp.inf, g)  # a NaN is never taken for the safe side
-
-    x, found = calibrate.solve_monotone(gap, jnp.zeros_like(target))
-    scale = jnp.exp(sign * (x + calibrate.MARGIN))
-    # the ε reported is evaluated at the returned scale itself (after the margin), not taken from the loop
-    eps = _epsilon(mechanism, jnp.where(found, scale, 1.0), q, rounds, delta, dimension, orders_key)
-    return jnp.stack([jnp.where(found, scale, jnp.inf if sign > 0 else 0.0), jnp.where(found, eps, jnp.nan)], -1)
+def _rounds_event(mechanism: str, dimension: int, q, rounds):
+    """scale ↦ T rounds of the client's mechanism, Poisson-subsampled at rate q (the Harmonizer's family)."""
+    step, _ = _FAMILIES[mechanism]
+    return lambda scale: events.SelfComposed(events.PoissonSampled(q, step(scale, dimension)), rounds)
 
 
 def harmonize(mechanisms, epsilon, delta, q=1.0, rounds=1, orders=None, *, dimension=1, chunk_size=None,
@@ -125,6 +90,8 @@ def harmonize(mechanisms, epsilon, delta, q=1.0, rounds=1, orders=None, *, dimen
       >>> round(float(step_eps[0]), 4), bool(eps[0] <= 2.0)
       (0.1364, True)
     """
+    from .. import accounting  # the accountants import the mechanisms' curves
+
     names = np.asarray(mechanisms, dtype=object)
     flat_names = names.reshape(-1)
     if flat_names.size == 0:
@@ -143,19 +110,27 @@ def harmonize(mechanisms, epsilon, delta, q=1.0, rounds=1, orders=None, *, dimen
         shape = check_broadcastable(mechanisms=np.empty(names.shape), **arrays)
         flat = {k: np.broadcast_to(np.asarray(v), shape).reshape(-1) for k, v in arrays.items()}
         flat_names = np.broadcast_to(names, shape).reshape(-1)
-        key = calibrate.orders_key(orders)
+        accountant = accounting.RDP(orders)
         scale = np.empty(flat_names.size)
-        achieved = np.empty(flat_names.size)
-        for mechanism in MECHANISMS:
-            idx = np.nonzero(flat_names == mechanism)[0]
-            if idx.size == 0:
-                continue
-            inputs = [flat[k][idx] for k in ("epsilon", "q", "rounds", "delta", "dimension")]
-            solved = calibrate.run_batched(
-                lambda *xs, m=mechanism: _solve(m, *xs, key), (idx.size, 2), inputs, chunk_size, progress,
-                f"harmonizing {mechanism}",
-            )
-            scale[idx], achieved[idx] = solved[:, 0], solved[:, 1]
+        achieved = np.full(flat_names.size, np.nan)
+        groups = np.stack([flat_names.astype(str), flat["dimension"].astype(np.int64).astype(str)], -1)
+        for mechanism, dimension in np.unique(groups, axis=0):
+            idx = np.nonzero((groups == (mechanism, dimension)).all(-1))[0]
+            family = _rounds_event(mechanism, int(dimension), flat["q"][idx], flat["rounds"][idx])
+            with warnings.catch_warnings():  # an unmet target is reported once, below
+                warnings.simplefilter("ignore", RuntimeWarning)
+                found = calibrate.calibrate(family, flat["epsilon"][idx], flat["delta"][idx],
+                                            bounds=_FAMILIES[mechanism][1], accountant=accountant,
+                                            chunk_size=chunk_size, progress=progress)
+            met = np.isfinite(found)
+            # one more step to the safe side, so that a recomputation rounding differently stays within target
+            found = found * np.exp(calibrate.MARGIN if mechanism != "staircase" else -calibrate.MARGIN)
+            scale[idx] = np.where(met, found, 0.0 if mechanism == "staircase" else np.inf)
+            if met.any():  # the ε reported is evaluated at the returned scale itself
+                rows = idx[met]
+                achieved[rows] = accounting.epsilon(
+                    _rounds_event(mechanism, int(dimension), flat["q"][rows], flat["rounds"][rows])(found[met]),
+                    flat["delta"][rows], accountant=accountant, chunk_size=chunk_size, progress=progress)
         if not np.all(np.isfinite(scale) & (scale > 0)):
             warnings.warn(
                 "some targets are below the smallest ε these orders can certify; their scale is inf "
