@@ -1,6 +1,6 @@
 """Tests for jaxpriv.events: events as pytrees (flatten/unflatten, jit over an event), batch shapes,
 validation errors naming the parameter and its range, and the dp_accounting DpEvent conversions both ways.
-Also the input checks of the jaxpriv.accounting entry points (SPEC §0.4), which run before any
+Also the input checks of the jaxpriv.accounting entry points (MATH §0.4), which run before any
 accountant does work (so these tests are fast).
 """
 
@@ -353,7 +353,7 @@ def test_accounting_accepts_dp_accounting_events():
 
 
 # --------------------------------------------------------------------------------------------------
-# accounting entry points: bad input → ValueError naming the parameter and its range (SPEC §0.4)
+# accounting entry points: bad input → ValueError naming the parameter and its range (MATH §0.4)
 # --------------------------------------------------------------------------------------------------
 
 QUERIES = [
@@ -437,12 +437,14 @@ def test_unknown_accountant(accountant):
     [
         (ev.Staircase(1.0, dimension=3), "pld", r"PLD accountant cannot interpret.*Staircase with dimension > 1"),
         (ev.SelfComposed(ev.Staircase(1.0, dimension=3), 10), accounting.PLD(), r"PLD accountant.*Staircase"),
-        (ev.ClientSampled(0.5, ev.Gaussian(1.0)), "pld", r"PLD accountant cannot interpret.*ClientSampled"),
-        (ev.Composed((ev.Shuffled(1.0, n=100), ev.ClientSampled(0.5, ev.Gaussian(1.0)))), "pld",
-         r"PLD accountant.*ClientSampled"),
+        (ev.PoissonSampled(0.1, ev.ClientSampled(0.5, ev.Gaussian(1.0))), "pld",
+         r"PLD accountant cannot interpret.*ClientSampled inside PoissonSampled"),
+        (ev.Composed((ev.Shuffled(1.0, n=100), ev.PoissonSampled(0.1, ev.ClientSampled(0.5, ev.Gaussian(1.0))))),
+         "pld", r"PLD accountant.*ClientSampled"),
         (ev.Shuffled(np.ones(10), model="gspa"), "rdp", r"RDP accountant cannot interpret.*personalized"),
         # neither accountant interprets both parts: "best" names what RDP cannot do
-        (ev.Composed((ev.Shuffled(np.ones(10), model="apes"), ev.ClientSampled(0.5, ev.Gaussian(1.0)))), "best",
+        (ev.Composed((ev.Shuffled(np.ones(10), model="apes"),
+                      ev.PoissonSampled(0.1, ev.ClientSampled(0.5, ev.Gaussian(1.0))))), "best",
          r"RDP accountant cannot interpret.*personalized"),
         (ev.Composed((ev.Gaussian(1.0), ev.Shuffled(np.ones(10), model="gspa"))), accounting.RDP(),
          r"RDP accountant cannot interpret.*personalized"),
@@ -455,7 +457,8 @@ def test_accountant_cannot_interpret(event, accountant, match):
         accounting.delta(event, 1.0, accountant=accountant)
 
 
-@pytest.mark.parametrize("event", [ev.Staircase(1.0, dimension=3), ev.ClientSampled(0.5, ev.Gaussian(1.0))])
+@pytest.mark.parametrize("event", [ev.Staircase(1.0, dimension=3),
+                                   ev.PoissonSampled(0.1, ev.ClientSampled(0.5, ev.Gaussian(1.0)))])
 def test_interval_needs_pld(event):
     with pytest.raises(ValueError, match="PLD accountant cannot interpret"):
         accounting.epsilon_interval(event, 1e-5)

@@ -1,4 +1,4 @@
-"""Accountants: ε(δ) and δ(ε) of any privacy event, for a whole batch of settings (SPEC §1, §7).
+"""Accountants: ε(δ) and δ(ε) of any privacy event, for a whole batch of settings (MATH §1, §7).
 
 One interface, two interpreters of :mod:`jaxpriv.events`:
 
@@ -7,7 +7,8 @@ One interface, two interpreters of :mod:`jaxpriv.events`:
 * ``"pld"`` — privacy loss distributions (:mod:`.pld`): connect-the-dots and round-down grids composed by
   FFT, giving a **certified interval** [lower, upper] for ε (or δ); the upper end is reported.
   Gaussian, Laplace, randomized response, staircase (d = 1), shuffled reports (the exact clone pair,
-  uniform or personalized budgets), their Poisson subsampling and compositions.
+  uniform or personalized budgets), their Poisson subsampling, client sampling of any of these (rPDP-FL's
+  two stages) and compositions.
 * ``"best"`` (the default) — the smaller of the two upper bounds where both apply (both are valid upper
   bounds, so their minimum is too); the one that can interpret the event otherwise.
 
@@ -215,7 +216,7 @@ def _interval(event, value, query, discretization, chunk_size, progress):
 
 
 def epsilon_interval(event, delta, *, discretization=None, chunk_size=None, progress=None):
-    """Certified interval (lower, upper) for the ε of ``event`` at δ, by the PLD accountant (SPEC §7).
+    """Certified interval (lower, upper) for the ε of ``event`` at δ, by the PLD accountant (MATH §7).
 
     The true ε (of the exact dominating pairs) lies in [lower, upper]: upper from the pessimistic
     (connect-the-dots) grid, lower from the optimistic grid with its rounding shift given back by a
@@ -228,7 +229,7 @@ def epsilon_interval(event, delta, *, discretization=None, chunk_size=None, prog
     Example:
       >>> from jaxpriv import accounting, events
       >>> lo, up = accounting.epsilon_interval(events.SelfComposed(events.Gaussian(10.0), 100), 1e-5)
-      >>> exact = 4.377178   # one Gaussian with σ = 1 (closed form, SPEC §2)
+      >>> exact = 4.377178   # one Gaussian with σ = 1 (closed form, MATH §2)
       >>> bool(lo <= exact <= up and up - lo < 0.01 * up)
       True
     """

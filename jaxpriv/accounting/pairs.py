@@ -1,4 +1,4 @@
-"""Dominating pairs as privacy-loss laws: what the PLD accountant discretises (SPEC §7.1-7.2).
+"""Dominating pairs as privacy-loss laws: what the PLD accountant discretises (MATH §7.1-7.2).
 
 A :class:`LossLaw` describes the privacy loss L = log(P/Q) of one dominating pair (P, Q): a continuous
 part, given by its cumulative masses under P and under Q (``head(ℓ)`` = mass with L ≤ ℓ, ``tail(ℓ)`` =
@@ -12,7 +12,7 @@ Pairs (sensitivity 1):
 * Laplace b: P = Lap(1, b), Q = Lap(0, b); atoms ±1/b (P-masses ½ and ½e^{−1/b}) and a continuous part
   on (−1/b, 1/b) with P(L ≤ ℓ) = ½ e^{ℓ/2 − 1/(2b)}.
 * Randomized response (k-ary) and the staircase mechanism: three atoms each.
-* Poisson subsampling with rate q of a pair (A, B) (Zhu, Dong & Wang 2022; SPEC §7.2): remove direction
+* Poisson subsampling with rate q of a pair (A, B) (Zhu, Dong & Wang 2022; MATH §7.2): remove direction
   (qA + (1−q)B, B) with loss g(L) = log(1 − q + q e^{L}); add direction (B, qA + (1−q)B) with loss −g(L).
   g is increasing, so both laws follow from A's and B's laws of L at g⁻¹(ℓ) = log((e^ℓ − 1 + q)/q).
 
@@ -46,12 +46,15 @@ class LossLaw:
     head(ℓ) → (P(L ≤ ℓ), Q(L ≤ ℓ)) and tail(ℓ) → (P(L > ℓ), Q(L > ℓ)) of the continuous part, for an
     array ℓ; ``support`` = (lo, hi), scalars outside which the continuous part has negligible mass;
     ``atoms`` = (loss, p_mass, q_mass) of shape (A,). ``head``/``tail`` are None for atoms only.
+    ``lower_atoms`` = (loss, p_mass), when given, replaces the atoms on the optimistic grid: a law known
+    only between a dominated and a dominating discrete law (a composed PLD nested in client sampling).
     """
 
     head: Callable | None
     tail: Callable | None
     support: tuple
     atoms: tuple
+    lower_atoms: tuple | None = None
 
 
 def _no_atoms(like):
@@ -101,7 +104,7 @@ def atoms_only(losses, p_masses) -> LossLaw:
 
 def randomized_response_law(epsilon, k: int) -> LossLaw:
     """k-ary randomized response between two inputs: losses ε, −ε, 0 with P-masses p, q, (k−2)q,
-    q = 1/(e^ε + k − 1), p = e^ε q (SPEC §4.3)."""
+    q = 1/(e^ε + k − 1), p = e^ε q (MATH §4.3)."""
     log_q, log_p = randomized_response.log_report_probabilities(epsilon, k)
     q, p = jnp.exp(log_q), jnp.exp(log_p)
     losses = jnp.stack([epsilon, -epsilon, jnp.zeros_like(epsilon)])
@@ -109,7 +112,7 @@ def randomized_response_law(epsilon, k: int) -> LossLaw:
 
 
 def staircase_law(epsilon, gamma) -> LossLaw:
-    """The staircase mechanism at its worst shift (SPEC §4.2): three atoms."""
+    """The staircase mechanism at its worst shift (MATH §4.2): three atoms."""
     losses, masses = staircase.privacy_loss_atoms(epsilon, gamma)
     return atoms_only(losses, masses)
 
@@ -136,7 +139,7 @@ def _inverse(q, loss):
 
 
 def poisson_sampled(q, law: LossLaw, direction: str) -> LossLaw:
-    """Poisson subsampling with rate q of the remove-direction pair ``law`` (SPEC §7.2)."""
+    """Poisson subsampling with rate q of the remove-direction pair ``law`` (MATH §7.2)."""
     qc = q
     inv = lambda loss: _inverse(qc, loss)  # noqa: E731
     lo, hi = law.support

@@ -1,4 +1,4 @@
-"""The PLD accountant: privacy-loss distributions on a grid, composed by FFT, with certified bounds (SPEC §7).
+"""The PLD accountant: privacy-loss distributions on a grid, composed by FFT, with certified bounds (MATH §7).
 
 For each step of an event the privacy loss law of its dominating pair (:mod:`.pairs`) is put on a grid
 of spacing h twice:
@@ -26,7 +26,7 @@ that tail bound — the most mass the circular convolution can wrap into the win
 pessimistic δ and taken off the optimistic one (Koskela, Jälkö, Prediger & Honkela, AISTATS 2021). An
 allowance for the FFT's floating-point error (standard bounds: ≲ u·log₂N·‖p‖₂ per transform, amplified at
 most T-fold by the power) is added on the same sides. δ(ε) of a discrete PLD is exact between nodes, so
-ε(δ) is solved in closed form on the right interval (SPEC §7.5).
+ε(δ) is solved in closed form on the right interval (MATH §7.5).
 
 Where δ is so small (≲ 1e-11) that the FFT's rounding allowance would swamp it, a Chernoff bound on the
 same pessimistic pmfs, computed in log space, gives the upper end instead (a few % looser than exact at
@@ -34,6 +34,11 @@ same pessimistic pmfs, computed in log space, gives the upper end instead (a few
 
 Both neighbouring directions are computed when a step is Poisson-subsampled (remove: (qA + (1−q)B, B);
 add: (B, qA + (1−q)B)); the worse one is reported.
+
+Two kinds of step are prepared on the host before the device programs run: a shuffle round
+(:mod:`.shuffled`: its clone-count tables) and a client-sampled local run (:mod:`.client_sampled`: the
+run's own PLD composed on the same grid, kept as a dominating and a dominated atom list and mixed with
+the "not sampled" atom at loss 0).
 """
 
 from __future__ import annotations
@@ -46,9 +51,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import events as ev
-from .._batching import batch_sharding
+from .._batching import batch_sharding, static_size
 from ..mechanisms import staircase
-from . import pairs, shuffled
+from . import client_sampled, pairs, shuffled
 
 __all__ = ["DEFAULT_INTERVAL", "MAX_GRID", "interval"]
 
@@ -80,6 +85,8 @@ def law(event, direction: str) -> pairs.LossLaw:
         return pairs.staircase_law(event.epsilon, gamma)
     if isinstance(event, shuffled.CloneCounts):  # a Shuffled event, prepared on the host
         return shuffled.law(event)
+    if isinstance(event, client_sampled.ClientMixture):  # a ClientSampled event, prepared on the host
+        return client_sampled.law(event, direction)
     if isinstance(event, ev.PoissonSampled):
         return pairs.poisson_sampled(event.rate, law(event.event, "remove"), direction)
     raise AssertionError(event)
@@ -91,12 +98,18 @@ def supported(event) -> str | None:
         return None
     if isinstance(event, ev.Staircase):
         return None if event.dimension == 1 else "Staircase with dimension > 1 (its loss law is a d-fold product; use accountant='rdp')"
-    if isinstance(event, (ev.PoissonSampled, ev.SelfComposed)):
+    if isinstance(event, ev.PoissonSampled) and _contains(event.event, ev.ClientSampled):
+        return "ClientSampled inside PoissonSampled (client sampling is the outer stage; use accountant='rdp')"
+    if isinstance(event, (ev.PoissonSampled, ev.SelfComposed, ev.ClientSampled)):
         return supported(event.event)
     if isinstance(event, ev.Composed):
         reasons = [r for r in map(supported, event.events) if r]
         return reasons[0] if reasons else None
     return f"{type(event).__name__} (not yet interpretable by the PLD accountant; use accountant='rdp')"
+
+
+def _contains(event, kind) -> bool:
+    return isinstance(event, kind) or any(_contains(c, kind) for c in ev.children(event))
 
 
 def symmetric(event) -> bool:
@@ -168,6 +181,10 @@ def discretise(step_law: pairs.LossLaw, start, n: int, h):
         pess = pess.at[upi].add(jnp.where(inside, a_p * (1.0 - low), 0.0))
         pess = pess.at[jnp.maximum(upi - 1, 0)].add(jnp.where(inside, a_p * low, 0.0))
         pess_inf = pess_inf + jnp.sum(jnp.where(inside, 0.0, a_p))
+        if step_law.lower_atoms is not None:  # the optimistic grid rounds a dominated law down instead
+            a_loss, a_p = step_law.lower_atoms
+            finite = jnp.isfinite(a_loss)
+            loss = jnp.where(finite, a_loss, 0.0)
         dn = jnp.floor(loss / h - start)
         dn = jnp.where(node(dn) > loss, dn - 1, dn)
         dn = jnp.where(node(dn + 1) <= loss, dn + 1, dn)
@@ -347,7 +364,10 @@ def _evaluate(steps, starts, counts, h, window_start, lam_up, lam_dn, eta, value
         composed_pess = jnp.where(reachable, composed_pess, 0.0)
         inf_pess = -jnp.expm1(log_pinf)
         l2_pess = growth + (4.0 * total / math.log2(N) + 1.0) * jnp.linalg.norm(composed_pess)
-        if query == "epsilon":
+        if query == "pmf":  # a dominating measure: everything it may miss goes up to +inf (see .client_sampled)
+            fp_l1 = math.sqrt(N) * 8.0 * _U * math.log2(N) * l2_pess  # ‖err‖₁ ≤ √N‖err‖₂
+            pmf_up, inf_up = jnp.maximum(composed_pess, 0.0), inf_pess + alias_pess + fp_l1
+        elif query == "epsilon":
             upper = _certified_upper(composed_pess, nodes, x, inf_pess + alias_pess, l2_pess, hh, reachable)
             upper = jnp.maximum(upper, 0.0)
         else:
@@ -363,6 +383,15 @@ def _evaluate(steps, starts, counts, h, window_start, lam_up, lam_dn, eta, value
         l2_opt = growth_opt + (4.0 * total / math.log2(N) + 1.0) * jnp.linalg.norm(composed_opt)
         # Hoeffding: Pr[ΣF < E ΣF − s] ≤ η for T fractional parts in [0, h)
         shift = jnp.maximum(frac - hh * jnp.sqrt(total * jnp.log(1.0 / eta) / 2.0), 0.0)
+        if query == "pmf":  # a dominated measure: the top r of the mass removed, then moved up by the shift
+            fp_l1 = math.sqrt(N) * 8.0 * _U * math.log2(N) * l2_opt
+            r = alias_opt + fp_l1 + eta + 2.0 * N * _U
+            inf_lo = jnp.maximum(inf_opt - r, 0.0)
+            r = jnp.maximum(r - inf_opt, 0.0)
+            pmf = jnp.maximum(composed_opt, 0.0)
+            above = jnp.cumsum(pmf[::-1])[::-1]  # mass at or above each node
+            pmf_lo = jnp.minimum(pmf, jnp.maximum(above - r, 0.0))
+            return pmf_up, inf_up, pmf_lo, inf_lo, jnp.floor(shift / hh)
         if query == "epsilon":
             low = _certified_lower(composed_opt, nodes, x - inf_opt, alias_opt + eta, l2_opt, hh, reachable)
             low = jnp.maximum(low + shift, 0.0)
@@ -462,7 +491,7 @@ def interval(event, value, *, query: str, discretization=None, lower: bool = Tru
 def _interval_at(event, value, h, query, lower, chunk_size, progress):
     steps = components(event)
     B = value.shape[0]
-    step_events = [_device_step(e, B) for e, _ in steps]
+    step_events = [_device_step(e, B, h) for e, _ in steps]
     counts = np.stack([np.broadcast_to(np.asarray(c, np.float64), (B,)) * ~_never_sampled(e, B) for e, c in steps],
                       axis=-1)  # (B, C); a step that samples nobody releases nothing
     directions = ("remove",) if symmetric(event) else ("remove", "add")
@@ -473,14 +502,17 @@ def _interval_at(event, value, h, query, lower, chunk_size, progress):
     return worst_up, worst_lo
 
 
-def _device_step(step, B: int):
+def _device_step(step, B: int, h: np.ndarray):
     """A step's numbers broadcast to the batch (B,), with Shuffled events replaced by their clone-count
-    tables (:func:`.shuffled.counts_step`, computed on the host)."""
+    tables (:func:`.shuffled.counts_step`) and ClientSampled ones by their local run's composed PLDs on
+    the grid spacing ``h`` (:func:`_client_mixture`), both computed on the host."""
     if isinstance(step, ev.Shuffled):
         return shuffled.counts_step(step, B)
+    if isinstance(step, ev.ClientSampled):
+        return _client_mixture(step, B, h)
     if isinstance(step, ev.PoissonSampled):
         rate = jnp.asarray(np.broadcast_to(np.asarray(step.rate, np.float64), (B,)))
-        return ev.PoissonSampled(rate, _device_step(step.event, B))
+        return ev.PoissonSampled(rate, _device_step(step.event, B, h))
     return jax.tree_util.tree_map(lambda x: jnp.asarray(np.broadcast_to(np.asarray(x, np.float64), (B,))), step)
 
 
@@ -493,7 +525,64 @@ def _never_sampled(step, B: int) -> np.ndarray:
     return out
 
 
-def _direction(step_events, counts, value, direction, h_req, query, lower, chunk_size, progress):
+def _step_elements(step, nodes: int) -> int:
+    """Float64 values one setting of a prepared step holds besides the grid (its tables or atoms)."""
+    return max(shuffled.elements(step, nodes), client_sampled.elements(step, nodes))
+
+
+#: the Hoeffding miss probability of a local run nested in client sampling (its mass is taken off the
+#: dominated law's top)
+_NESTED_ETA = 1e-15
+
+
+def _client_mixture(step: ev.ClientSampled, B: int, h: np.ndarray) -> client_sampled.ClientMixture:
+    """The ClientMixture step of a ClientSampled event: its local run composed on the grid, both ways."""
+    run = ev.map_numbers(step.event, lambda _, x: np.broadcast_to(np.asarray(x, np.float64), (B,)))
+    remove = _composed_pmfs(run, h, "remove")
+    add = remove if symmetric(run) else _composed_pmfs(run, h, "add")
+    rate = jnp.asarray(np.broadcast_to(np.asarray(step.rate, np.float64), (B,)))
+    return client_sampled.ClientMixture(rate, *remove, *add)
+
+
+def _composed_pmfs(event, h, direction):
+    """The composed PLD of ``event`` (numbers broadcast to (B,)) in one direction, on the spacing h (or
+    the coarser one the accountant needs): ((losses, masses) dominating, (losses, masses) dominated),
+    each (B, A) with +∞ as a loss; see :mod:`.client_sampled` for why each side is safe."""
+    steps = components(event)
+    B = h.shape[0]
+    if not steps:
+        point = (np.zeros((B, 1)), np.ones((B, 1)))
+        return tuple(jnp.asarray(x) for x in point), tuple(jnp.asarray(x) for x in point)
+    step_events = [_device_step(e, B, h) for e, _ in steps]
+    counts = np.stack([np.broadcast_to(np.asarray(c, np.float64), (B,)) * ~_never_sampled(e, B) for e, c in steps],
+                      axis=-1)
+    plan = _plan(step_events, counts, direction, h, True)
+    eta = np.full(B, _NESTED_ETA)
+    sides = {"upper": [None] * B, "lower": [None] * B}
+    for idx, (p_up, inf_up, p_lo, inf_lo, shift) in _groups(step_events, counts, plan, eta, np.zeros(B), direction,
+                                                              "pmf", True, None, False):
+        for j, i in enumerate(idx):
+            k = np.arange(p_up.shape[1], dtype=np.float64)
+            hh, w0 = plan["h"][i], plan["w_start"][i]
+            sides["upper"][i] = ((w0 + k) * hh, p_up[j], inf_up[j])
+            sides["lower"][i] = ((w0 + shift[j] + k) * hh, p_lo[j], inf_lo[j])
+    out = []
+    for side in ("upper", "lower"):
+        trimmed = []
+        for loss, mass, inf in sides[side]:
+            keep = np.nonzero(mass > 0)[0]
+            lo, hi = (keep[0], keep[-1] + 1) if keep.size else (0, 0)
+            trimmed.append((np.append(loss[lo:hi], np.inf), np.append(mass[lo:hi], inf)))
+        A = static_size(max(t[0].size for t in trimmed))
+        losses = np.stack([np.pad(t[0], (0, A - t[0].size)) for t in trimmed])
+        masses = np.stack([np.pad(t[1], (0, A - t[1].size)) for t in trimmed])
+        out.append((jnp.asarray(losses), jnp.asarray(masses)))
+    return tuple(out)
+
+
+def _plan(step_events, counts, direction, h_req, lower):
+    """Pass 1 for a batch: the grid spacing, each step's first node, the composed window (placed by
+    Chernoff bounds on the steps' MGFs) and the compiled sizes, per setting."""
     B, C = counts.shape
     spans = [_supports(e, direction) for e in step_events]
     step_width = np.max(np.stack([hi - lo for lo, hi in spans], -1), -1)
@@ -519,33 +608,47 @@ def _direction(step_events, counts, value, direction, h_req, query, lower, chunk
             break
         h = np.where(nodes_needed > MAX_GRID, h * np.ceil(nodes_needed / MAX_GRID * 1.1), h)
     grid = np.vectorize(_bucket)(np.minimum(nodes_needed, MAX_GRID).astype(np.int64))
-    reach = np.stack([reach_lo, reach_hi], -1)
     # a window that covers everything the sum can reach on a side wraps nothing around from that side
     lam_dn, lam_up = np.where(covers_lo, 0.0, lam_dn), np.where(covers_hi, 0.0, lam_up)
-    w_start = np.floor(w_lo / h) - 2
-    eta = np.full(B, 1e-12) if query == "delta" else np.maximum(1e-3 * value, 1e-300)
     step_sizes = np.stack([np.vectorize(_step_bucket)((np.ceil(hi / h) + 2 - starts[:, c]).astype(np.int64))
                            for c, (_, hi) in enumerate(spans)], -1)
-    keys = np.concatenate([grid[:, None], np.minimum(step_sizes, grid[:, None])], -1)
-    upper, low = np.empty(B), np.empty(B)
+    return dict(h=h, starts=starts, w_start=np.floor(w_lo / h) - 2, lam_up=lam_up, lam_dn=lam_dn,
+                reach=np.stack([reach_lo, reach_hi], -1), log_mgf=log_mgf, log_finite=log_finite,
+                keys=np.concatenate([grid[:, None], np.minimum(step_sizes, grid[:, None])], -1))
+
+
+def _groups(step_events, counts, plan, eta, value, direction, query, lower, chunk_size, progress):
+    """Pass 2, one compiled program per distinct (composed grid, step grids): yields (settings, results)."""
+    C = counts.shape[1]
+    keys = plan["keys"]
     for key in np.unique(keys, axis=0):
         idx = np.nonzero((keys == key).all(-1))[0]
         N, sizes = int(key[0]), tuple(int(k) for k in key[1:])
 
         def kernel(take, N=N, sizes=sizes):
             args = ([jax.tree_util.tree_map(lambda x: np.asarray(x)[take], e) for e in step_events],
-                    [starts[take, c] for c in range(C)], [counts[take, c] for c in range(C)],
-                    h[take], w_start[take], lam_up[take], lam_dn[take], eta[take], value[take], reach[take])
+                    [plan["starts"][take, c] for c in range(C)], [counts[take, c] for c in range(C)],
+                    *(plan[k][take] for k in ("h", "w_start", "lam_up", "lam_dn")), eta[take], value[take],
+                    plan["reach"][take])
             if jax.device_count() > 1 and take.size % jax.device_count() == 0:  # settings sharded over devices
                 args = jax.device_put(args, batch_sharding())
             return _evaluate(*args, direction=direction, N=N, sizes=sizes, query=query, lower=lower)
 
-        # bounded memory: about 2^22 grid nodes in flight per chunk (≈ 0.5 GB of intermediates); a Shuffled
-        # step also builds tables of (blocks × window) and gathers (scan rows × its grid) per setting
-        tables = max(shuffled.elements(e, n) for e, n in zip(step_events, sizes))
+        # bounded memory: about 2^22 grid nodes in flight per chunk (≈ 0.5 GB of intermediates); a step
+        # with tables (Shuffled, ClientSampled) also holds them per setting
+        tables = max(_step_elements(e, n) for e, n in zip(step_events, sizes))
         per_chunk = max(jax.device_count(), min(chunk_size or 4096, (1 << 22) // N, (1 << 24) // max(tables, 1)))
-        upper[idx], low[idx] = _map_host(kernel, idx, per_chunk, progress)
-    return np.minimum(upper, _chernoff_upper(log_mgf, log_finite, value, query)), low
+        yield idx, _map_host(kernel, idx, per_chunk, progress)
+
+
+def _direction(step_events, counts, value, direction, h_req, query, lower, chunk_size, progress):
+    plan = _plan(step_events, counts, direction, h_req, lower)
+    eta = np.full(counts.shape[0], 1e-12) if query == "delta" else np.maximum(1e-3 * value, 1e-300)
+    upper, low = np.empty(value.shape[0]), np.empty(value.shape[0])
+    for idx, (up, lo) in _groups(step_events, counts, plan, eta, value, direction, query, lower, chunk_size,
+                                 progress):
+        upper[idx], low[idx] = up, lo
+    return np.minimum(upper, _chernoff_upper(plan["log_mgf"], plan["log_finite"], value, query)), low
 
 
 def _chernoff_upper(log_mgf, log_finite, value, query):
@@ -568,11 +671,12 @@ def _chernoff_upper(log_mgf, log_finite, value, query):
 
 def _map_host(kernel, idx: np.ndarray, chunk: int, progress):
     """Run ``kernel`` over the settings ``idx`` in chunks of a power-of-two size (the last one padded by
-    repeating its last setting: one compiled shape)."""
+    repeating its last setting: one compiled shape); its outputs (a tuple of arrays with the chunk as
+    leading axis) are gathered into numpy arrays over ``idx``."""
     n = idx.size
     chunk = min(chunk, 1 << max(0, (n - 1).bit_length()))
     chunk = 1 << max(0, chunk.bit_length() - 1)
-    outs_up, outs_lo = np.empty(n), np.empty(n)
+    outs = None
     bar = None
     if progress or (progress is None and n > 4 * chunk):
         from .._batching import status_bar
@@ -580,14 +684,17 @@ def _map_host(kernel, idx: np.ndarray, chunk: int, progress):
         bar, task = status_bar("PLD accounting", n)
     for s in range(0, n, chunk):
         take = idx[np.minimum(np.arange(s, s + chunk), n - 1)]
-        up, lo = kernel(take)
+        results = [np.asarray(r) for r in kernel(take)]
+        if outs is None:
+            outs = [np.empty((n,) + r.shape[1:], r.dtype) for r in results]
         m = min(chunk, n - s)
-        outs_up[s:s + m], outs_lo[s:s + m] = np.asarray(up)[:m], np.asarray(lo)[:m]
+        for out, r in zip(outs, results):
+            out[s:s + m] = r[:m]
         if bar is not None:
             bar.update(task, advance=m)
     if bar is not None:
         bar.stop()
-    return outs_up, outs_lo
+    return tuple(outs)
 
 
 def _run_probe(step, start, h, sizes, direction):
