@@ -2,7 +2,7 @@
 
     python bench/shuffle.py [--quick] [--json OUT]
 
-Both sides evaluate the same quantity, the exact δ(ε) of the FMT22 clone dominating pair (SPEC §3.1,
+Both sides evaluate the same quantity, the exact δ(ε) of the FMT22 clone dominating pair (MATH §3.1,
 c = e^{−ε₀}), and its inverse ε(δ):
 
 * **plain numpy/scipy**: Σ_{C=0}^{n−1} Pr[C] (α Pr[B_C ≥ a*−1] − β Pr[B_C ≥ a*]) over *every* C, vectorised
@@ -16,7 +16,7 @@ At n = 10⁴, 10⁵ and 10⁶ (ε₀ = 1, δ = 1e-8). With ``--quick`` the plain
 configurations at n = 10⁵ in one call; APES Theorem 4 (``apes_theorem4``, S in O(n log n)) against the
 direct O(n²) numpy double sum for S at n = 10⁴ and alone at 10⁶ and 10⁷; and each user's own central ε
 (``personalized_epsilon(per_user=True)``) for 10⁵ users with continuous budgets, at the default grid and a
-coarser one. Finally the multinomial TV bound of GSPA / E-APES (``lattice_gaussian_tv``, SPEC §3.3): the
+coarser one. Finally the multinomial TV bound of GSPA / E-APES (``lattice_gaussian_tv``, MATH §3.3): the
 jitted JAX kernels against the previous numpy/scipy evaluation (kept below as the anchor), cold and warm,
 at n = 10³, 10⁴, 10⁵ (``--quick``: 10³, 10⁴). Many rounds: the exact pair composed by the PLD accountant
 beside the RDP accountant (uniform ε₀ = 1, n = 10⁶, T = 1000), per-user ε after 100 rounds for 10⁵ users

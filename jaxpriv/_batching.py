@@ -1,4 +1,4 @@
-"""Chunked, sharded evaluation of a vectorised kernel over many configurations (SPEC §0.5).
+"""Chunked, sharded evaluation of a vectorised kernel over many configurations (MATH §0.5).
 
 A sweep of 10⁷ settings is cut into fixed-size chunks (one compiled shape, bounded memory), each chunk is
 laid out over every available device with ``jax.sharding`` (data parallel along the batch axis), and the

@@ -1,6 +1,6 @@
 """Numerical plumbing shared by every kernel: the float64 policy, input validation and log-space helpers.
 
-Two rules live here (SPEC §0.3-0.4), and one default:
+Two rules live here (MATH §0.3-0.4), and one default:
 
 * Accounting runs in float64 whatever the caller's global ``jax_enable_x64`` flag says. Public functions
   wrap their work in :func:`float64`, a scoped ``jax.enable_x64(True)``; the caller's flag is never
@@ -109,7 +109,7 @@ def check_array(name: str, value, lo: float = -np.inf, hi: float = np.inf, *, wo
     ``worse`` ("up" or "down") is the direction in which the parameter makes privacy worse. A traced
     float32 value (a caller's jit with x64 off rounds every Python float to float32) stands for every
     float64 that rounds to it; it is then replaced by the far end of that rounding interval in the
-    ``worse`` direction, so the answer is conservative for whatever float64 the caller meant (SPEC §0.3).
+    ``worse`` direction, so the answer is conservative for whatever float64 the caller meant (MATH §0.3).
     """
     if is_concrete(value):
         value = check_values(name, value, lo, hi, **rules)
@@ -162,7 +162,7 @@ EPS64 = float(np.finfo(np.float64).eps)
 
 def round_up(x, ulps: float):
     """x + |x|·ulps·eps: moves a computed value whose relative error is at most ``ulps`` float64 ulps to
-    the safe (upper) side of the exact value (SPEC §0.1: floating-point error absorbed on the safe side)."""
+    the safe (upper) side of the exact value (MATH §0.1: floating-point error absorbed on the safe side)."""
     return x + jnp.abs(x) * (ulps * EPS64)
 
 

@@ -1,10 +1,10 @@
-"""A small RDP ledger of privacy events answering ε or δ, and the DP-SGD sweep kernel (SPEC §1).
+"""A small RDP ledger of privacy events answering ε or δ, and the DP-SGD sweep kernel (MATH §1).
 
 The events are :mod:`jaxpriv.events` (re-exported here under their old names: :class:`Gaussian`,
 :class:`Laplace`, :class:`Staircase`, :class:`PoissonSampled`, :class:`SelfComposed`, :class:`Composed`).
 An :class:`Accountant` keeps a running RDP curve: each composed event is interpreted by the RDP
 accountant of :mod:`jaxpriv.accounting` (the same curves as ``accounting.epsilon(..., accountant="rdp")``)
-and the curves add up (SPEC §1.7); ε and δ come from the improved conversion (SPEC §1.8). For the
+and the curves add up (MATH §1.7); ε and δ come from the improved conversion (MATH §1.8). For the
 tighter PLD accountant or a batch of settings use :func:`jaxpriv.accounting.epsilon` directly.
 dp_accounting's own DpEvents are accepted when that package is installed.
 
@@ -71,7 +71,7 @@ class Accountant:
         return self
 
     def epsilon(self, delta: float) -> float:
-        """Smallest ε with (ε, δ)-DP for the composed events (improved conversion, SPEC §1.8)."""
+        """Smallest ε with (ε, δ)-DP for the composed events (improved conversion, MATH §1.8)."""
         return float(rdp.to_epsilon(self.rdp, self.orders, delta)[0])
 
     def delta(self, epsilon: float) -> float:
@@ -97,8 +97,8 @@ def dpsgd_epsilon(
 ):
     """ε of T steps of DP-SGD (Poisson rate q, noise multiplier σ) at δ, for any number of settings.
 
-    Exact RDP of the Poisson-subsampled Gaussian (SPEC §1.3) at every order, composed T times and
-    converted with the improved bound (SPEC §1.8), minimised over ``orders``. Inputs broadcast together;
+    Exact RDP of the Poisson-subsampled Gaussian (MATH §1.3) at every order, composed T times and
+    converted with the improved bound (MATH §1.8), minimised over ``orders``. Inputs broadcast together;
     large sweeps are evaluated in fixed-size chunks (bounded memory), sharded over all JAX devices, with
     a progress bar when there is more than one chunk. Inside a caller's ``jit``/``grad`` (traced inputs)
     it is evaluated directly and is differentiable.

@@ -128,7 +128,7 @@ def scenario(name: str, n: int, seed: int = 0, *, bounding: str | None = None) -
 
     The laws, their bounds and the choices the seeds leave open are in the module docstring. Sources:
     rPDP-FL (seed 004) §7.2 for ``ThreeLevels``, ``BoundedMixGauss`` and ``BoundedPareto``; APES
-    (seed 000) Table 2 and Figure 8 for ``Uniform1-3``, ``Gauss1-3`` and ``MixGauss1-3`` (SPEC §3.2, §6).
+    (seed 000) Table 2 and Figure 8 for ``Uniform1-3``, ``Gauss1-3`` and ``MixGauss1-3`` (MATH §3.2, §6).
 
     Args:
       name: a key of :data:`SCENARIOS` (case-sensitive).

@@ -1,4 +1,4 @@
-"""Calibration: the parameter of a mechanism that meets a target ε (SPEC §5).
+"""Calibration: the parameter of a mechanism that meets a target ε (MATH §5).
 
 Every privacy map here is monotone in the parameter being solved for, so calibration is a bracketed
 root find: bracket expansion, then Illinois regula falsi safeguarded by bisection, all inside one
@@ -254,11 +254,11 @@ def noise_multiplier(target_epsilon, q, steps, delta, *, orders=None, accountant
                      progress=None, max_exact=4096, table_rtol=1e-3):
     """Smallest noise multiplier σ such that T steps of the Poisson-subsampled Gaussian are (ε, δ)-DP.
 
-    Solves ε(σ; q, T, δ) = target for σ, with ε from the exact RDP curve (SPEC §1.3) and the improved
-    conversion (SPEC §1.8), minimised over ``orders``. Conservative: ε(σ) ≤ target always, and σ is
+    Solves ε(σ; q, T, δ) = target for σ, with ε from the exact RDP curve (MATH §1.3) and the improved
+    conversion (MATH §1.8), minimised over ``orders``. Conservative: ε(σ) ≤ target always, and σ is
     within 1e-10 relative of the root (so ε(σ) is within ~1e-9 relative of the target). A target below
     what the orders can certify (ε(σ → ∞) > target) gives ``inf`` with a warning. Differentiable in all
-    arguments by the implicit-function theorem (SPEC §0.6). SPEC §5.
+    arguments by the implicit-function theorem (MATH §0.6). MATH §5.
 
     Many targets sharing (q, T, δ): when there are more than ``max_exact`` distinct concrete targets and
     q, T, δ are scalars, ε is tabulated once on a σ grid of ratio 1 + ``table_rtol`` and each target
@@ -392,12 +392,12 @@ def sampling_rate(target_epsilon, sigma, steps, delta, *, rounds=None, client_ra
 
     Solves ε(q) = target for q ∈ (0, 1] (ε is increasing in q), on the exact RDP curve with the
     improved conversion. Without ``rounds``/``client_rate`` the run is DP-SGD: ``steps`` steps of the
-    Poisson-subsampled Gaussian (SPEC §1.3). With them it is rPDP-FL two-stage sampling
-    (:func:`jaxpriv.rdp.two_stage`, SPEC §1.5): ``steps`` = τ local steps per round, client rate λ,
+    Poisson-subsampled Gaussian (MATH §1.3). With them it is rPDP-FL two-stage sampling
+    (:func:`jaxpriv.rdp.two_stage`, MATH §1.5): ``steps`` = τ local steps per round, client rate λ,
     ``rounds`` = T. Returns 1 when even q = 1 meets the target, 0 when no q > 0 does (the target is
     below what the orders certify). Conservative: ε(q) ≤ target always (the per-record budget is never
     overspent). Vectorised over millions of budgets (one q per record: rPDP-FL, IDP-SGD "Sample").
-    SPEC §5.
+    MATH §5.
 
     Accuracy: each target is solved to 1e-10 relative in q (differentiable by the implicit-function
     theorem). When there are more than ``max_exact`` distinct targets and every other argument is a
@@ -495,7 +495,7 @@ def steps(target_epsilon, q, sigma, delta, *, orders=None, accountant="rdp", chu
     """Largest number of steps T such that T-fold Poisson-subsampled Gaussian is (ε, δ)-DP.
 
     RDP composes linearly, ρ_T(α) = T·ρ₁(α), so for each order the largest T meeting the improved
-    conversion is ⌊(ε − log1p(−1/α) + (log δ + log α)/(α−1)) / ρ₁(α)⌋ (SPEC §1.7-1.8, §5); the answer is
+    conversion is ⌊(ε − log1p(−1/α) + (log δ + log α)/(α−1)) / ρ₁(α)⌋ (MATH §1.7-1.8, §5); the answer is
     the largest over orders, checked exactly. Returns a float64 array of integers (0 when not even one
     step fits; up to 1e18 when ρ₁ underflows to 0).
 
@@ -557,7 +557,7 @@ def _by_events(family, shape, arrays, bounds, accountant, unattainable, chunk_si
 
 def calibrate(make_event, target_epsilon, delta, *, bounds, accountant="best", xtol=None, chunk_size=None,
               progress=None):
-    """The parameter of a monotone event family that meets a target ε, on the safe side (SPEC §5).
+    """The parameter of a monotone event family that meets a target ε, on the safe side (MATH §5).
 
     ``make_event(p)`` maps an array of parameters (shape B) to an event (:mod:`jaxpriv.events`) whose ε
     is monotone in p — decreasing (a noise scale) or increasing (a sampling rate, a number of steps);

@@ -1,4 +1,4 @@
-"""Privacy events: what a mechanism released, described once, as data (SPEC §1, §3, §7).
+"""Privacy events: what a mechanism released, described once, as data (MATH §1, §3, §7).
 
 An event is a small frozen dataclass registered as a JAX pytree. Its numbers may be arrays: one event
 with array leaves describes a whole batch of settings (all numeric leaves broadcast together), so
@@ -11,15 +11,15 @@ event                                  what was released
 =====================================  ===============================================================
 ``Gaussian(noise_multiplier)``         f(D) + N(0, σ²Δ₂²)  (σ = noise std / L2 sensitivity)
 ``Laplace(scale)``                     f(D) + Lap(bΔ₁)  (b = noise scale / L1 sensitivity; pure ε = 1/b)
-``Staircase(epsilon, gamma, dimension)``  staircase noise (Geng & Viswanath), SPEC §4.2; ``dimension`` > 1:
+``Staircase(epsilon, gamma, dimension)``  staircase noise (Geng & Viswanath), MATH §4.2; ``dimension`` > 1:
                                        per-coordinate noise under an L1 bound (RDP only)
 ``RandomizedResponse(epsilon, k)``     k-ary randomized response
 ``PoissonSampled(rate, event)``        ``event`` on a Poisson sample with inclusion probability q
 ``ClientSampled(rate, event)``         rPDP-FL's client sampling: ``event`` (a client's whole local run)
-                                       happens with probability λ (SPEC §1.5)
+                                       happens with probability λ (MATH §1.5)
 ``SelfComposed(event, count)``         ``event`` repeated T times
 ``Composed(events)``                   the events in sequence
-``Shuffled(epsilon0, n, clones)``      n shuffled ε₀-LDP reports (SPEC §3.1); personalized budgets via
+``Shuffled(epsilon0, n, clones)``      n shuffled ε₀-LDP reports (MATH §3.1); personalized budgets via
                                        ``Shuffled(local_epsilons, model=...)``
 =====================================  ===============================================================
 
@@ -90,7 +90,7 @@ class Laplace:
 @_event(("epsilon", "gamma"), ("dimension",))
 class Staircase:
     """Staircase mechanism with privacy ε > 0 and shape γ ∈ [0, 1] (None: the optimal γ* = 1/(1+e^{ε/2}),
-    SPEC §4.2). ``dimension`` d > 1 adds the noise to each of d coordinates of a query with L1
+    MATH §4.2). ``dimension`` d > 1 adds the noise to each of d coordinates of a query with L1
     sensitivity Δ (``staircase.rdp_l1``: RDP accountant only)."""
 
     epsilon: Any
@@ -117,7 +117,7 @@ class PoissonSampled:
 
 @_event(("rate", "event"))
 class ClientSampled:
-    """rPDP-FL's client sampling (SPEC §1.5): with probability λ = ``rate`` ∈ (0, 1] the client holding
+    """rPDP-FL's client sampling (MATH §1.5): with probability λ = ``rate`` ∈ (0, 1] the client holding
     the record takes part and ``event`` (its whole local run, e.g. τ Poisson-sampled Gaussian steps) is
     released; otherwise nothing about the record is."""
 
@@ -149,7 +149,7 @@ SHUFFLE_MODELS = ("gspa", "apes")
 
 @_event(("epsilon0", "n", "target_epsilon"), ("clones", "model"))
 class Shuffled:
-    """One round of n shuffled local reports (SPEC §3.1).
+    """One round of n shuffled local reports (MATH §3.1).
 
     Uniform budget: ``Shuffled(epsilon0, n=n, clones="fmt22" | "strong")`` — every user applies an
     ε₀-LDP randomizer (FMT22 clone probability e^{−ε₀}, or the strong clones 2/(e^{ε₀}+1)).
@@ -158,7 +158,7 @@ class Shuffled:
     (the target answers at max ε_i); with ``model="gspa"``, ``target_epsilon`` (a number or an array: a
     batch) gives the guarantee of a user with that budget instead. Either way the other users' clone
     count is the Poisson-binomial of all users but the one with the largest clone probability (valid for
-    every target, SPEC §3.1). Only the PLD accountant interprets personalized budgets.
+    every target, MATH §3.1). Only the PLD accountant interprets personalized budgets.
     """
 
     epsilon0: Any

@@ -1,4 +1,4 @@
-"""f-DP and Gaussian DP: trade-off functions and the μ-GDP ↔ (ε, δ) conversions of SPEC §2.
+"""f-DP and Gaussian DP: trade-off functions and the μ-GDP ↔ (ε, δ) conversions of MATH §2.
 
 A trade-off function f(α) is the smallest type-II error of any test with type-I error α between the
 outputs on two neighbouring datasets; a mechanism is f-DP when its trade-off is ≥ f (Dong, Roth & Su
@@ -48,7 +48,7 @@ _LOG_SQRT_2PI = 0.5 * float(np.log(2 * np.pi))
 
 
 def _log_delta_upper(mu, epsilon):
-    """log δ(ε) of μ-GDP, rounded up by a bound on its floating-point error (SPEC §0.1).
+    """log δ(ε) of μ-GDP, rounded up by a bound on its floating-point error (MATH §0.1).
 
     With u = ε/μ − μ/2 and v = ε/μ + μ/2, δ = Φ(−u) − e^ε Φ(−v). Each branch regroups δ into two terms
     without hidden cancellation and widens them by their rounding bound *before* subtracting, so the
@@ -178,7 +178,7 @@ def gaussian_tradeoff(mu, alpha):
     """Trade-off function of μ-GDP: G_μ(α) = Φ(Φ⁻¹(1 − α) − μ).
 
     Source: Dong, Roth & Su (2022), "Gaussian differential privacy", JRSSB, definition of μ-GDP
-    (G_μ = T(N(0, 1), N(μ, 1))); seed 003 (GSPA), Appendix, Fact 3; seed 001 (E-APES), Fact 2; SPEC §2.
+    (G_μ = T(N(0, 1), N(μ, 1))); seed 003 (GSPA), Appendix, Fact 3; seed 001 (E-APES), Fact 2; MATH §2.
     Evaluated as Φ(−Φ⁻¹(α) − μ), which keeps full precision for tiny α.
 
     Args:
@@ -204,14 +204,14 @@ def gdp_delta(mu, epsilon):
     """δ(ε) of μ-GDP: δ = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2).
 
     Source: Dong, Roth & Su (2022), Corollary 2.13 (μ-GDP ⇔ (ε, δ(ε))-DP for all ε ≥ 0); seed 003
-    (GSPA), Appendix, Fact 3; seed 001 (E-APES), Fact 2; SPEC §2.
+    (GSPA), Appendix, Fact 3; seed 001 (E-APES), Fact 2; MATH §2.
 
     Never cancels to 0 or goes negative; it underflows to 0 only below ~1e-308. For ε ≥ μ²/2, where δ
     can be tiny, Φ(−x) = ½ erfcx(x/√2) e^{−x²/2} factors it exactly in log space as
     log δ = −u²/2 + log(½ [erfcx(u/√2) − erfcx(v/√2)]), u, v = ε/μ ∓ μ/2, so rounding is not amplified
     by the size of log δ (as it is for log Φ(·) differences); for ε < μ²/2 it is regrouped as
     [Φ(v) − Φ(u)] − expm1(ε)Φ(−v), which keeps full precision for small μ. The result is rounded up by
-    a bound on its floating-point error, so it is an upper bound on the exact δ (SPEC §0.1); the excess
+    a bound on its floating-point error, so it is an upper bound on the exact δ (MATH §0.1); the excess
     is ≲ 3e-13/μ + 1e-11 relative (against mpmath: ≤ 2.7e-10 at μ = 1e-3, ≤ 7e-12 for 0.1 ≤ μ ≤ 50).
 
     Args:
@@ -236,7 +236,7 @@ def gdp_delta(mu, epsilon):
 def gdp_epsilon(mu, delta):
     """Smallest ε ≥ 0 with ``gdp_delta(mu, ε) ≤ delta``: the (ε, δ)-DP guarantee of μ-GDP.
 
-    Source: inverts Dong, Roth & Su (2022), Corollary 2.13 (δ(ε) is strictly decreasing in ε); SPEC §2.
+    Source: inverts Dong, Roth & Su (2022), Corollary 2.13 (δ(ε) is strictly decreasing in ε); MATH §2.
 
     Monotone root find by bisection on the float64 bit patterns of ε over the bracket
     [0, μ²/2 + μ(Φ⁻¹(1 − δ) + 1)] (at its top δ(ε) < Φ(−Φ⁻¹(1 − δ) − 1) < δ), 64 fixed steps, which
@@ -256,7 +256,7 @@ def gdp_epsilon(mu, delta):
 
     Example:
         >>> from jaxpriv import fdp
-        >>> round(float(fdp.gdp_epsilon(0.027271, 1e-6)), 4)  # GSPA, ε₀ = 1, n = 10⁴ (SPEC §3.3)
+        >>> round(float(fdp.gdp_epsilon(0.027271, 1e-6)), 4)  # GSPA, ε₀ = 1, n = 10⁴ (MATH §3.3)
         0.0989
     """
     with float64():
@@ -270,7 +270,7 @@ def gdp_mu(epsilon, delta):
     """Largest μ such that μ-GDP implies (ε, δ)-DP, i.e. ``gdp_delta(μ, epsilon) ≤ delta``.
 
     Source: inverts Dong, Roth & Su (2022), Corollary 2.13 (δ_μ(ε) is strictly increasing in μ);
-    SPEC §2.
+    MATH §2.
 
     Monotone root find by bisection on the float64 bit patterns of μ over [0, s + √(s² + 2ε)] with
     s = 1 + max(1, √(−2 log(1 − δ))) (there μ/2 − ε/μ = s and Mills' ratio gives δ_μ(ε) ≥ 1 − 2φ(s)/s
@@ -302,7 +302,7 @@ def compose_gdp(mus, axis: int = -1):
     """GDP parameter of the composition of μ_i-GDP mechanisms: μ = (Σ_i μ_i²)^{1/2}.
 
     Source: Dong, Roth & Su (2022), Corollary 3.3 (G_{μ1} ⊗ … ⊗ G_{μn} = G_μ); seed 003 (GSPA),
-    Appendix, Fact 3; SPEC §2. Exact (not an approximation); computed scaled by max μ_i, so no overflow.
+    Appendix, Fact 3; MATH §2. Exact (not an approximation); computed scaled by max μ_i, so no overflow.
 
     Args:
         mus: the μ_i ≥ 0 (array-like; a scalar is one mechanism).
@@ -325,7 +325,7 @@ def group_gdp(mu, k):
     """GDP parameter for groups of k records: μ-GDP implies kμ-GDP for groups of size k.
 
     Source: Dong, Roth & Su (2022), Theorem 2.14 (group privacy); seed 003 (GSPA), Appendix, Fact 3;
-    SPEC §2.
+    MATH §2.
 
     Args:
         mu: GDP parameter μ ≥ 0 (array-like).
@@ -351,7 +351,7 @@ def eps_delta_tradeoff(epsilon, delta, alpha):
 
     Source: Dong, Roth & Su (2022), Proposition 2.5 (after Wasserman & Zhou 2010: (ε, δ)-DP ⇔
     f_{ε,δ}-DP); seed 003 (GSPA), Appendix, Fact 1, Eq. (19); seed 001 (E-APES), Fact 1, Eq. (6);
-    SPEC §2. Erratum: both seeds print the last term as e^{−ε}(1 − δ − ε); it is e^{−ε}(1 − δ − α)
+    MATH §2. Erratum: both seeds print the last term as e^{−ε}(1 − δ − ε); it is e^{−ε}(1 − δ − α)
     (the curve is symmetric about the diagonal, with slopes −e^{±ε}).
 
     Args:
@@ -382,7 +382,7 @@ def chain_tradeoffs(f: Callable, g: Callable) -> Callable:
     type-I error ≤ 1 − f(α) on Q (f bounds its power there), and g is non-increasing. This is the step
     behind group privacy in Dong, Roth & Su (2022), Theorem 2.14 (with f = g); seed 003 (GSPA),
     Appendix, Fact 4, which writes it "f ∘ g" and prints the hypothesis as T(P, R) ≥ f (read
-    T(P, Q) ≥ f); SPEC §2. For Gaussians it is exact: chaining G_a then G_b gives G_{a+b}.
+    T(P, Q) ≥ f); MATH §2. For Gaussians it is exact: chaining G_a then G_b gives G_{a+b}.
 
     Args:
         f: trade-off function for (P, Q), a callable mapping α ∈ [0, 1] to [0, 1].
@@ -414,7 +414,7 @@ def dpsgd_mu_clt(q, sigma, steps):
 
     Source: Bu, Dong, Long & Su (2020), "Deep learning with Gaussian differential privacy", HDSR (the
     CLT μ of Poisson-subsampled NoisySGD); Dong, Roth & Su (2019/2022), Corollary 5.4 (CLT for composed
-    subsampled Gaussians as T → ∞ with q√T fixed); SPEC §2. This is an asymptotic approximation, **not**
+    subsampled Gaussians as T → ∞ with q√T fixed); MATH §2. This is an asymptotic approximation, **not**
     a privacy bound: it can be optimistic for finite T; use a rigorous accountant (e.g. RDP) for a
     guarantee. Computed as q·√T·exp(½·log(expm1(1/σ²))), so it is finite until μ itself exceeds
     float64 (σ ≲ 0.027), where it returns inf; it is 0 whenever q·T = 0.

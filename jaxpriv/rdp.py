@@ -1,4 +1,4 @@
-"""Rényi differential privacy curves and their conversion to (ε, δ) (SPEC §1).
+"""Rényi differential privacy curves and their conversion to (ε, δ) (MATH §1).
 
 A *curve* is the array ρ(α) of Rényi-DP guarantees at a 1-D array of orders α (shape ``S + (K,)`` for
 parameters broadcast to shape ``S`` and ``K`` orders). Curves of a composition add order by order
@@ -14,7 +14,7 @@ The Poisson-subsampled Gaussian is computed exactly at every order:
 Both paths compute A_α − 1 rather than A_α: the curve is ρ = log1p(A_α − 1)/(α − 1), which keeps full
 relative precision when q is tiny and A_α is within 1e-15 of 1.
 
-Every curve is *conservative* (SPEC §0.1): its floating-point error is bounded and added upward, so a
+Every curve is *conservative* (MATH §0.1): its floating-point error is bounded and added upward, so a
 returned value is never below the exact one, and is typically a few ulps above it (``gaussian(1.0, [2.0])``
 is 1.0000000000000007, not 1.0); round before comparing for equality.
 """
@@ -87,7 +87,7 @@ def _gaussian_rdp(sigma, orders):
 def gaussian(sigma, orders):
     """RDP curve of the Gaussian mechanism with noise multiplier σ (sensitivity 1): ρ(α) = α / (2σ²).
 
-    Source: Mironov 2017, "Rényi Differential Privacy", Prop. 7 (SPEC §1.1).
+    Source: Mironov 2017, "Rényi Differential Privacy", Prop. 7 (MATH §1.1).
 
     Args:
       sigma: noise multiplier σ > 0 (array, any shape ``S``).
@@ -128,7 +128,7 @@ def laplace_kernel(b, orders):
     #   E(y) = e^y − 1 − y (the linear parts of the two exponentials cancel exactly), a sum of non-negative
     #   terms: no cancellation near α = 1 nor for large b, where ρ ≈ α/(2b²) is tiny;
     # * x/b ≥ 1: (α−1)ρ = x/b − log1p(x/(1+x)) + log1p(x/(1+x) e^{−(1+2x)/b}), with x/b − log1p(…) ≥ 1 − log 2.
-    # Both are within ~8 ulps; the result is rounded up by 16 (SPEC §0.1).
+    # Both are within ~8 ulps; the result is rounded up by 16 (MATH §0.1).
     x = orders - 1.0
     small = x / b < 1.0
     xs = jnp.where(small, x, 1.0)
@@ -144,7 +144,7 @@ def laplace(b, orders):
     """RDP curve of the Laplace mechanism with scale b (sensitivity 1, so pure ε = 1/b).
 
     ρ(α) = log( α/(2α−1)·e^{(α−1)/b} + (α−1)/(2α−1)·e^{−α/b} ) / (α−1), α > 1.
-    Source: Mironov 2017, Prop. 6 (SPEC §1.2). Computed without cancellation near α = 1.
+    Source: Mironov 2017, Prop. 6 (MATH §1.2). Computed without cancellation near α = 1.
 
     Args:
       b: Laplace scale b > 0 (array, any shape ``S``).
@@ -425,7 +425,7 @@ def _log_am1_binomial(log_q, log_1mq, log_gain, alphas: np.ndarray):
     total = jnp.sum(scaled, axis=-1)
     # Each log-term carries an absolute rounding error of a few ulps of the magnitudes it is summed from; to
     # first order the log-sum's error is the weight-averaged term error, so adding 8 ulps of the weighted
-    # magnitude moves the result to the safe side (SPEC §0.1).
+    # magnitude moves the result to the safe side (MATH §0.1).
     gain_size = jnp.abs(jnp.where(jnp.isfinite(log_gain), log_gain, 0.0))[:, None, :terms]  # per config only
     magnitude = (np.where(valid, np.abs(log_binom), 0.0) + 1.0 + i * jnp.abs(log_q[..., None])
                  + rest * jnp.abs(log_1mq[..., None]) + gain_size)
@@ -501,7 +501,7 @@ def subsampled_gaussian(q, sigma, orders):
     """Exact RDP curve of the Poisson-subsampled Gaussian mechanism (sampling rate q, noise multiplier σ).
 
     ρ(α) = log A_α / (α−1), A_α = E_{z∼N(0,σ²)}[(1 − q + q e^{(2z−1)/(2σ²)})^α]
-    (Mironov, Talwar, Zhang 2019, "Rényi DP of the Sampled Gaussian Mechanism", §3.3; SPEC §1.3).
+    (Mironov, Talwar, Zhang 2019, "Rényi DP of the Sampled Gaussian Mechanism", §3.3; MATH §1.3).
     Integer orders use the finite binomial sum; fractional orders the signed two-part series (exact, with
     a proven upper bound on the neglected tail added, ≲ 1e-18 relative). q = 1 gives the Gaussian curve,
     q = 0 gives 0. Finite for q ∈ [0, 1], σ > 0 and orders up to 10⁴ and beyond.
@@ -532,7 +532,7 @@ def subsampled_gaussian(q, sigma, orders):
 
 
 def compose(*curves, counts=None):
-    """RDP of a composition: curves add order by order (SPEC §1.7; Mironov 2017, Prop. 1).
+    """RDP of a composition: curves add order by order (MATH §1.7; Mironov 2017, Prop. 1).
 
     Args:
       *curves: RDP curves on the same orders (broadcastable arrays, last axis = orders).
@@ -626,7 +626,7 @@ def to_epsilon(rdp, orders, delta, conversion: str = "improved"):
     Improved conversion (default; Balle, Barthe, Gaboardi, Hsu, Sato 2020, Thm 21; Canonne, Kamath,
     Steinke 2020, Prop. 12): ε(α) = ρ(α) + log1p(−1/α) − (log δ + log α)/(α−1).
     Classic (Mironov 2017, Prop. 3): ε(α) = ρ(α) + log(1/δ)/(α−1). ε = max(0, min_α ε(α)); ε = 0 as soon
-    as δ ≥ √(1 − e^{−ρ(α)}) for some α (a total-variation bound, as dp_accounting does). SPEC §1.8.
+    as δ ≥ √(1 − e^{−ρ(α)}) for some α (a total-variation bound, as dp_accounting does). MATH §1.8.
 
     Args:
       rdp: curve of shape ``S + (K,)`` (≥ 0, inf allowed).
@@ -657,7 +657,7 @@ def to_delta(rdp, orders, epsilon):
     """Smallest δ over the orders such that an RDP curve implies (ε, δ)-DP.
 
     log δ(α) = (α−1)(ρ(α) − ε + log1p(−1/α)) − log α (the improved conversion solved for δ; Canonne,
-    Kamath, Steinke 2020, Prop. 12), also bounded by √(1 − e^{−ρ(α)}); clipped to 1. SPEC §1.8.
+    Kamath, Steinke 2020, Prop. 12), also bounded by √(1 − e^{−ρ(α)}); clipped to 1. MATH §1.8.
 
     Args:
       rdp: curve of shape ``S + (K,)``.
@@ -716,7 +716,7 @@ def _client_sampled(local, client_rate, orders):
 
 def client_sampled(curve, client_rate, orders):
     """RDP of a release that happens only with probability λ: log(1 − λ + λ e^{(α−1)ρ(α)})/(α−1), for the
-    curve ρ of the whole release (rPDP-FL client sampling, Lemma 6; SPEC §1.5; see :func:`two_stage` for
+    curve ρ of the whole release (rPDP-FL client sampling, Lemma 6; MATH §1.5; see :func:`two_stage` for
     why it bounds both directions). ``curve`` has the orders on its last axis; λ ∈ (0, 1] broadcasts
     with the curve's leading axes.
 
@@ -752,7 +752,7 @@ def two_stage(q, sigma, steps, client_rate, rounds, orders):
     DP-SGD steps in which the record is Poisson-sampled with rate q at noise multiplier σ:
     ρ^τ(α) = τ·ρ_PoiSG(α; q, σ), ρ^{τ,λ}(α) = log(1 − λ + λ e^{(α−1)ρ^τ(α)})/(α−1), and over T rounds
     ρ_FL(α) = T·ρ^{τ,λ}(α) (untrusted server / third parties). Source: rPDP-FL (seed 004), Lemma 6 and
-    Theorem 1; SPEC §1.5.
+    Theorem 1; MATH §1.5.
 
     Both directions of the Rényi divergence are covered. Client sampling makes the output M = (1−λ)P + λP'
     (P: round output without the client, P': with it). The paper bounds D_α(M‖P): e^{(α−1)D_α} is convex
@@ -818,7 +818,7 @@ def _subsampled_gaussian_at(q, sigma, alpha):
 
 def dpsgd_epsilon_refined_kernel(q, sigma, steps, delta, orders_key: tuple, iterations: int = 48):
     """Grid ε, then a golden-section search for the best real order between the grid neighbours of the
-    best grid order (ε(α) is quasi-convex in α, SPEC §1.8). Never worse than the grid: the smaller wins."""
+    best grid order (ε(α) is quasi-convex in α, MATH §1.8). Never worse than the grid: the smaller wins."""
     orders = np.asarray(orders_key)
     eps_grid, best = dpsgd_epsilon_kernel(q, sigma, steps, delta, orders_key)
     position = jnp.searchsorted(jnp.asarray(orders), best)
@@ -964,7 +964,7 @@ def subsampled(q, rdp_fn, orders):
     """Upper bound on the RDP curve of any mechanism run on a Poisson subsample (rate q).
 
     For integer α ≥ 2 (Zhu & Wang 2019, "Poisson Subsampled Rényi Differential Privacy", ICML, Thm 6,
-    the general upper bound; SPEC §1.4), with ε(·) the mechanism's RDP curve:
+    the general upper bound; MATH §1.4), with ε(·) the mechanism's RDP curve:
 
       (α−1)ρ(α) ≤ log( (1−q)^{α−1}(αq−q+1) + C(α,2) q² (1−q)^{α−2} e^{ε(2)}
                        + 3 Σ_{ℓ=3}^{α} C(α,ℓ) (1−q)^{α−ℓ} q^ℓ e^{(ℓ−1)ε(ℓ)} ).

@@ -1,4 +1,4 @@
-"""Tests for the PLD accountant (jaxpriv.accounting, SPEC §7) against independent oracles.
+"""Tests for the PLD accountant (jaxpriv.accounting, MATH §7) against independent oracles.
 
 * closed forms: T Gaussian steps are one Gaussian with σ/√T (the GDP formula, computed here with scipy);
   one Laplace step; randomized response and Laplace composed k times (exact enumeration of the k-fold
@@ -340,7 +340,7 @@ def test_pure_epsilon_at_small_delta(delta):
 
 @pytest.mark.parametrize("delta", [1e-10, 1e-12])
 def test_gaussian_small_delta(delta):
-    """SPEC §0.4: inf only where ε is mathematically infinite; 4 × G(2) = G(1) has finite ε at every δ."""
+    """MATH §0.4: inf only where ε is mathematically infinite; 4 × G(2) = G(1) has finite ε at every δ."""
     exact = gaussian_epsilon(1.0, delta)
     event = ev.SelfComposed(ev.Gaussian(2.0), 4)
     e = accounting.epsilon(event, delta, accountant="pld")
@@ -472,11 +472,11 @@ def test_reference_event_against_dp_accounting():
     lower, upper = accounting.epsilon_interval(dpsgd(q, sigma, T), delta)
     pess = dp_accounting_pessimistic(q, sigma, T, delta)
     opt = dp_accounting_optimistic(q, sigma, T, delta)
-    assert pess == pytest.approx(5.1926, abs=1e-4)  # SPEC §7.5
+    assert pess == pytest.approx(5.1926, abs=1e-4)  # MATH §7.5
     assert opt <= upper <= 1.005 * pess
     assert lower <= upper and (upper - lower) <= 0.01 * upper
     assert lower >= opt  # our lower end is certified and tighter than dp_accounting's rounded-down PLD
-    # the RDP value of SPEC §1.8 is looser, and the default accountant takes the PLD one
+    # the RDP value of MATH §1.8 is looser, and the default accountant takes the PLD one
     rdp = accounting.epsilon(dpsgd(q, sigma, T), delta, accountant="rdp")
     dp_rdp = dp_accounting.rdp.RdpAccountant()
     dp_rdp.compose(dp_accounting.SelfComposedDpEvent(
@@ -574,7 +574,7 @@ def test_best_is_min_of_both_on_a_batch():
     assert np.isfinite(best).all()
     assert (best <= rdp).all() and (best <= pld).all()
     np.testing.assert_array_equal(best, np.minimum(rdp, pld))
-    # PLD is the tighter one on these settings (SPEC §7: RDP is looser by a factor at small ε)
+    # PLD is the tighter one on these settings (MATH §7: RDP is looser by a factor at small ε)
     assert (pld < rdp).all()
     # δ side
     eps = np.array([0.5, 1.0, 2.0, 4.0])

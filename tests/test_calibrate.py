@@ -1,4 +1,4 @@
-"""Calibration: conservative, tight, vectorised, differentiable (SPEC §5)."""
+"""Calibration: conservative, tight, vectorised, differentiable (MATH §5)."""
 
 import re
 
@@ -43,7 +43,7 @@ def test_noise_multiplier_broadcasts():
 
 
 def test_tiny_target_is_met_through_the_total_variation_bound():
-    # Below the conversion's floor, ε = 0 is still certified once δ ≥ √(1 − e^{−ρ}) (SPEC §1.8).
+    # Below the conversion's floor, ε = 0 is still certified once δ ≥ √(1 − e^{−ρ}) (MATH §1.8).
     sigma = calibrate.noise_multiplier(1e-4, 1.0, T, DELTA)
     assert np.isfinite(sigma)
     assert eps(1.0, sigma, T, DELTA) <= 1e-4

@@ -75,7 +75,7 @@ def test_gdp_delta_is_an_upper_bound_within_1e9_of_mpmath():
 
 
 def test_gdp_delta_gspa_reference_point():
-    # SPEC §3.3: uniform GSPA μ = 0.027271 gives ε(δ = 1e-6) ≈ 0.0989.
+    # MATH §3.3: uniform GSPA μ = 0.027271 gives ε(δ = 1e-6) ≈ 0.0989.
     assert float(fdp.gdp_delta(0.027271, 0.0989)) == pytest.approx(float(mp_delta(0.027271, 0.0989)), rel=1e-12)
     assert round(float(fdp.gdp_epsilon(0.027271, 1e-6)), 4) == 0.0989
 

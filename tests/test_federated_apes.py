@@ -57,7 +57,7 @@ def test_table3_privacy_values_at_the_papers_size():
     a = apes.account("apes", eps, 7850, delta_s=1e-8)
     u = apes.account("unis", eps, 7850, delta_s=1e-8)
     assert round(a.epsilon_c, 3) == 0.057 and round(u.epsilon_c, 3) == 0.069  # the paper's 0.057 and 0.069
-    assert abs(u.epsilon_c - 0.068880) < 5e-6  # SPEC §3.1 reference value (ε₀ = 1)
+    assert abs(u.epsilon_c - 0.068880) < 5e-6  # MATH §3.1 reference value (ε₀ = 1)
     # with k = d and δ' = δ_s = 1e-8 the composed APES value is the paper's 57.6 (to its rounding, ±1)
     assert abs(a.round_epsilon - 57.6) < 1.0
 

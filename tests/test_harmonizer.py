@@ -1,4 +1,4 @@
-"""Tests for jaxpriv.mechanisms.harmonizer (UDP-FL Harmonizer, SPEC §5): every client's calibrated scale
+"""Tests for jaxpriv.mechanisms.harmonizer (UDP-FL Harmonizer, MATH §5): every client's calibrated scale
 meets its target on the safe side and within 1e-6 of it, recomputed independently through the public
 curves; the Gaussian matches jaxpriv.calibrate.noise_multiplier; monotonicity; shapes; bad input.
 

@@ -1,4 +1,4 @@
-"""Tests for jaxpriv.mechanisms.clip_laplace (SPEC §4.1, §3.2).
+"""Tests for jaxpriv.mechanisms.clip_laplace (MATH §4.1, §3.2).
 
 Oracles: mpmath quadrature of the density (normalizer, cdf, mean, variance), the paper's printed
 formulas evaluated directly in numpy (Eq. 1, E[η²] of Lemma 9, Lemma 4, p_ij), brute-force numpy

@@ -1,8 +1,8 @@
-"""Tests for jaxpriv.mechanisms.gaussian and jaxpriv.mechanisms.laplace (SPEC §1.1-1.2, §4.3, §6).
+"""Tests for jaxpriv.mechanisms.gaussian and jaxpriv.mechanisms.laplace (MATH §1.1-1.2, §4.3, §6).
 
 Oracles: the samplers against jax.random.normal/laplace bit for bit and scipy's distributions (KS test);
 log-densities and moments against scipy.stats; RDP curves against an mpmath quadrature of the Rényi
-divergence and the SPEC reference values; the Gaussian (ε, δ) curve, ε(δ) and both calibrations against
+divergence and the MATH §1.2 reference values; the Gaussian (ε, δ) curve, ε(δ) and both calibrations against
 an mpmath evaluation / root of Balle & Wang's Thm 8; the directed quotient against exact fractions.
 One ValueError test per bad input.
 """
@@ -147,7 +147,7 @@ def test_laplace_rdp_against_quadrature(scale, sens):
 
 
 def test_laplace_rdp_spec_references():
-    # SPEC §1.2 at ε = Δ/b = 1, 1, 1, 2 and α = 2, 1.5, 10, 3 (with Δ ≠ 1 to exercise the ratio)
+    # MATH §1.2 at ε = Δ/b = 1, 1, 1, 2 and α = 2, 1.5, 10, 3 (with Δ ≠ 1 to exercise the ratio)
     got = [laplace.rdp(3.0, [a], sensitivity=3.0 * e)[0] for e, a in [(1, 2.0), (1, 1.5), (1, 10.0), (2, 3.0)]]
     np.testing.assert_allclose(got, [0.619123629999, 0.512883511295, 0.928682902097, 1.744602321198], rtol=1e-11)
 

@@ -1,4 +1,4 @@
-"""Tests for jaxpriv.mechanisms.randomized_response (SPEC §3.3, §4.3).
+"""Tests for jaxpriv.mechanisms.randomized_response (MATH §3.3, §4.3).
 
 Oracles: mpmath for the keep probability, the pmf and the Rényi divergence (a direct sum over the k
 outputs, in both directions); the exact law of the frequency estimator by enumerating every report

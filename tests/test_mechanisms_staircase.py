@@ -1,5 +1,5 @@
-"""Tests for jaxpriv.mechanisms.staircase (SPEC §4.2): density, CDF and moments against a plain numpy
-implementation of the SPEC density integrated piece by piece, the pure-ε guarantee on a grid, the exact
+"""Tests for jaxpriv.mechanisms.staircase (MATH §4.2): density, CDF and moments against a plain numpy
+implementation of the MATH §4.2 density integrated piece by piece, the pure-ε guarantee on a grid, the exact
 RDP curve against piecewise integration of ∫p^α q^{1−α} (mpmath sums) including the worst-shift claim, the
 sampler against the exact law (χ² on the staircase cells, P(|X| < Δ) and KS) with a check that the
 UDP-FL off-by-one sampler fails the same test, UDP-FL's printed formula, and one ValueError per bad input.
@@ -33,7 +33,7 @@ def gamma_of(eps, gamma):
 
 
 # ------------------------------------------------------------------------------------------------
-# Oracle: the SPEC §4.2 density, written independently, and its exact piecewise integrals
+# Oracle: the MATH §4.2 density, written independently, and its exact piecewise integrals
 # ------------------------------------------------------------------------------------------------
 
 

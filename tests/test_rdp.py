@@ -1,4 +1,4 @@
-"""Tests for jaxpriv.rdp (SPEC §1): the exact subsampled-Gaussian curve against an mpmath quadrature
+"""Tests for jaxpriv.rdp (MATH §1): the exact subsampled-Gaussian curve against an mpmath quadrature
 oracle and dp_accounting, Laplace/Gaussian closed forms, composition, the RDP→(ε, δ) conversions,
 float64 under the default x64-off setting, jit/grad, and one ValueError per bad argument.
 
@@ -90,7 +90,7 @@ ORACLE_CASES = [
     (1e-5, 1.0, 2.5),
     (1e-4, 0.5, 7.3),
     (1e-3, 2.0, 32.25),
-    (0.01, 1.1, 4.7),  # SPEC reference point
+    (0.01, 1.1, 4.7),  # MATH §1.8 reference point
     (0.01, 0.3, 1.5),
     (0.02, 5.0, 63.5),
     (0.05, 0.8, 12.9),
@@ -223,7 +223,7 @@ def test_fractional_orders_never_above_dp_accounting():
 
 
 # ------------------------------------------------------------------------------------------------
-# 3. ε for the SPEC reference event; order grids
+# 3. ε for the MATH §1.8 reference event; order grids
 # ------------------------------------------------------------------------------------------------
 
 Q_REF, SIGMA_REF, T_REF, DELTA_REF = 0.01, 1.1, 1e4, 1e-5
@@ -527,7 +527,7 @@ def test_float64_outputs_with_x64_off():
 
 
 def test_scaled_curve_stays_float64():
-    """The SPEC's usage pattern ``to_epsilon(subsampled_gaussian(...) * T, ...)`` with the global flag off:
+    """The usage pattern ``to_epsilon(subsampled_gaussian(...) * T, ...)`` with the global flag off:
     scaling the returned curve by a Python float must not silently drop it to float32."""
     curve = rdp.subsampled_gaussian(Q_REF, SIGMA_REF, SMALL_ORDERS)
     scaled = curve * T_REF
@@ -540,7 +540,7 @@ def test_scaled_curve_stays_float64():
 def test_under_jit_with_x64_off():
     # Traced inputs arrive as float32 (the caller's setting); the computation is still float64, and each
     # input stands for every float64 that rounds to it, so it is taken at the pessimistic end of that
-    # interval (σ down, q up: SPEC §0.1, issue "safe inside a user's jit"): the curve is at or above its
+    # interval (σ down, q up: MATH §0.1, issue "safe inside a user's jit"): the curve is at or above its
     # value at both the float32 and the float64 inputs, by no more than the float32 rounding.
     got = jax.jit(lambda s: rdp.gaussian(s, SMALL_ORDERS))(2.0)
     assert got.dtype == jnp.float64

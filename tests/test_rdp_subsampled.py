@@ -1,4 +1,4 @@
-"""Tests for jaxpriv.rdp.subsampled (SPEC §1.4): the Zhu-Wang general upper bound for Poisson subsampling
+"""Tests for jaxpriv.rdp.subsampled (MATH §1.4): the Zhu-Wang general upper bound for Poisson subsampling
 of any mechanism, against an mpmath evaluation of the same sum, above the exact subsampled Gaussian,
 above exact Rényi divergences of subsampled pairs (Laplace by quadrature, random discrete pairs by
 summation), its limits, broadcasting, and one ValueError per bad argument.

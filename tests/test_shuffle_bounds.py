@@ -1,5 +1,5 @@
 """Tests for jaxpriv.shuffle.bounds: every closed form against a direct numpy/math evaluation written
-here, the APES echo sum against an O(n²) oracle, the SPEC/paper reference numbers, validity warnings,
+here, the APES echo sum against an O(n²) oracle, the MATH/paper reference numbers, validity warnings,
 float64 with x64 off, speed at n = 10⁶, and one ValueError per bad argument."""
 
 import math
@@ -116,7 +116,7 @@ def test_fmt22_matches_direct_formula_and_broadcasts():
 
 
 def test_unis_closed_form_paper_value():
-    # SPEC §3.2: the closed form gives ≈ 0.24 for UniS (n = 10⁴, δ = 1e-8, ε₀ = max ε = 1).
+    # MATH §3.2: the closed form gives ≈ 0.24 for UniS (n = 10⁴, δ = 1e-8, ε₀ = max ε = 1).
     got = float(bounds.fmt22_closed_form(1.0, 10_000, 1e-8))
     assert got == pytest.approx(0.240804929, rel=1e-8)
     assert got == pytest.approx(fmt22_direct(1.0, 10_000, 1e-8), rel=1e-13)
@@ -220,7 +220,7 @@ def test_apes_theorem4_matches_direct_formula():
 
 
 def test_apes_closed_form_paper_value():
-    # SPEC §3.2: Theorem 4 with ε uniform in [0.05, 1] (evenly spaced), n = 10⁴, δ_s = 1e-8 gives ≈ 0.21,
+    # MATH §3.2: Theorem 4 with ε uniform in [0.05, 1] (evenly spaced), n = 10⁴, δ_s = 1e-8 gives ≈ 0.21,
     # below UniS's ≈ 0.24 at the same ε* = 1.
     e = np.linspace(0.05, 1.0, 10_000)
     eps_c, delta_c = bounds.apes_theorem4(e, 1e-8)
@@ -269,7 +269,7 @@ def test_sapes_propagates_an_invalid_theorem4():
 
 
 def test_gspa_reference_values():
-    # SPEC §3.3 / reference README: uniform ε₀ = 1, δ_i = 0, n = 10⁴ → μ = 0.027271 → ε(1e-6) = 0.0989.
+    # MATH §3.3 / reference README: uniform ε₀ = 1, δ_i = 0, n = 10⁴ → μ = 0.027271 → ε(1e-6) = 0.0989.
     mu = bounds.gspa_mu(np.ones(10_000))
     assert float(mu) == pytest.approx(0.027271, abs=5e-7)
     assert float(mu) == pytest.approx(math.sqrt(2 / (9999 / (1 + math.e))), rel=1e-13)

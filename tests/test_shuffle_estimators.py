@@ -1,4 +1,4 @@
-"""Tests for jaxpriv.shuffle.estimators: GSPA's Alg. 1 (mean) and Alg. 2 (frequency) (SPEC §3.3).
+"""Tests for jaxpriv.shuffle.estimators: GSPA's Alg. 1 (mean) and Alg. 2 (frequency) (MATH §3.3).
 
 Oracles: the exact expectation and variance of z by enumerating every report vector of a small
 population (numpy, written here); the closed-form moments computed in the test; many independent trials

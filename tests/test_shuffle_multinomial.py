@@ -246,7 +246,7 @@ def test_eq14_against_brute_force():
 
 def test_mu_reference():
     p = M.clone_probabilities(np.ones(9999))
-    assert abs(float(M.eapes_mu(p)) - 0.027271) < 5e-7  # SPEC §3.3
+    assert abs(float(M.eapes_mu(p)) - 0.027271) < 5e-7  # MATH §3.3
 
 
 def test_tradeoff_properties():

@@ -240,7 +240,7 @@ def mp_poisson_binomial(probabilities, dps=40):
 
 
 def echo_matrix(eps):
-    """p_ij of SPEC §3.2 directly, O(n²): (ε_i/ε_j)(1−e^{−ε_j})/(1−e^{−ε_i}) e^{−max(ε_i, ε_j)}."""
+    """p_ij of MATH §3.2 directly, O(n²): (ε_i/ε_j)(1−e^{−ε_j})/(1−e^{−ε_i}) e^{−max(ε_i, ε_j)}."""
     ei, ej = eps[:, None], eps[None, :]
     return (ei / ej) * (-np.expm1(-ej)) / (-np.expm1(-ei)) * np.exp(-np.maximum(ei, ej))
 

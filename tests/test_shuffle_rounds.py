@@ -1,4 +1,4 @@
-"""Shuffled events in the PLD accountant and many-round shuffle accounting (SPEC §3.1, §7).
+"""Shuffled events in the PLD accountant and many-round shuffle accounting (MATH §3.1, §7).
 
 The oracle is independent of jaxpriv: the one-round clone pair enumerated state by state with scipy's
 binomial pmf (or a direct Poisson-binomial convolution), states with the same likelihood ratio merged
@@ -20,7 +20,7 @@ from jaxpriv.shuffle import clones_delta, clones_epsilon, personalized_epsilon, 
 
 
 def _pair(clone_pmf, eps_t):
-    """Merged (loss, P, Q) of the one-round pair: C ~ clone_pmf, a | C as in SPEC §3.1."""
+    """Merged (loss, P, Q) of the one-round pair: C ~ clone_pmf, a | C as in MATH §3.1."""
     q = 1.0 / (1.0 + math.exp(-eps_t))
     merged = {}
     for c, pc in enumerate(clone_pmf):
@@ -103,7 +103,7 @@ def test_personalized_rounds_match_the_enumerated_product_pair(model, rounds, n)
     from jaxpriv.shuffle.personalized import clone_probabilities  # the model's c_i (tested in its own file)
 
     c, eps_star = clone_probabilities(eps, model)
-    others = np.delete(c, np.argmax(c))  # the worst-case clone count: all but the largest c (SPEC §3.1)
+    others = np.delete(c, np.argmax(c))  # the worst-case clone count: all but the largest c (MATH §3.1)
     pair = _pair(_poisson_binomial(others), eps_star)
     delta = 1e-3
     exact_eps = _exact_epsilon(pair, rounds, delta)

@@ -1,4 +1,4 @@
-"""Inside a caller's jit an invalid input cannot raise: it must give NaN, never a number (SPEC §0.4).
+"""Inside a caller's jit an invalid input cannot raise: it must give NaN, never a number (MATH §0.4).
 
 For each public privacy function, one valid call is listed below. The test runs it once eagerly while
 recording every range check the function makes (the library's own ``check_values`` calls: name, range,

@@ -1,4 +1,4 @@
-"""Tests for jaxpriv.train.clipping (SPEC §6): the clipped per-example gradient sum of Flax NNX models.
+"""Tests for jaxpriv.train.clipping (MATH §6): the clipped per-example gradient sum of Flax NNX models.
 
 Oracle: a Python loop over examples (one jitted ``jax.grad`` per example: no vmap, no ghost norms), then
 clipping and summing in float64 numpy. The vmap and ghost paths must both match it (1e-5 relative in

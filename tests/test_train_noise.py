@@ -1,4 +1,4 @@
-"""Tests for jaxpriv.train.noise: the Optax noise transforms of DP-SGD (SPEC §6).
+"""Tests for jaxpriv.train.noise: the Optax noise transforms of DP-SGD (MATH §6).
 
 Oracles: the empirical standard deviation of the added noise against stddev/normalize_by (and the
 Laplace and staircase variances from their modules) within 5 standard errors estimated from the draws'

@@ -1,11 +1,11 @@
-"""The RDP accountant: an event's Rényi-DP curve on a grid of orders, then the improved conversion (SPEC §1).
+"""The RDP accountant: an event's Rényi-DP curve on a grid of orders, then the improved conversion (MATH §1).
 
 Each event maps to the exact curve of :mod:`jaxpriv.rdp` and the mechanisms: Gaussian, Laplace,
 staircase (``dimension`` > 1: ``staircase.rdp_l1``), randomized response; a Poisson-sampled Gaussian
-uses the exact subsampled curve (SPEC §1.3), any other Poisson-sampled event the Zhu-Wang bound on its
-inner curve (SPEC §1.4); client sampling the rPDP-FL transform (SPEC §1.5); a uniform shuffle Girgis et
-al.'s Theorem 1 (SPEC §1.6); compositions add curves (SPEC §1.7). ε and δ come from the improved
-conversion, minimised over the orders (SPEC §1.8).
+uses the exact subsampled curve (MATH §1.3), any other Poisson-sampled event the Zhu-Wang bound on its
+inner curve (MATH §1.4); client sampling the rPDP-FL transform (MATH §1.5); a uniform shuffle Girgis et
+al.'s Theorem 1 (MATH §1.6); compositions add curves (MATH §1.7). ε and δ come from the improved
+conversion, minimised over the orders (MATH §1.8).
 """
 
 from __future__ import annotations

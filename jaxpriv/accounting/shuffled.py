@@ -1,4 +1,4 @@
-"""The shuffle model's exact dominating pair as a PLD step (SPEC §3.1, §7.2).
+"""The shuffle model's exact dominating pair as a PLD step (MATH §3.1, §7.2).
 
 One round of n shuffled reports is dominated by a pair of distributions on counts (the clone reduction
 of :mod:`jaxpriv.shuffle.clones`): C other users are clones (C from the clone-count law), a of the C + 1
@@ -35,7 +35,7 @@ thresholds of the requested losses, scanned over blocks to bound memory.
 
 Personalized budgets (``Shuffled(local_epsilons, model=...)``): C is the Poisson-binomial of every
 user except the one with the largest clone probability (a stochastically smallest leave-one-out count,
-valid for every target, SPEC §3.1); the target answers at the largest budget (or at ``target_epsilon``,
+valid for every target, MATH §3.1); the target answers at the largest budget (or at ``target_epsilon``,
 GSPA model). Budgets with more than :data:`MAX_GROUPS` distinct clone probabilities are rounded down on
 the geometric grid of :func:`jaxpriv.shuffle.personalized.clone_probabilities` (fewer clones: safe).
 """

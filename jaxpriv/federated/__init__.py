@@ -1,4 +1,4 @@
-"""Federated learning simulation (SPEC §6; DESIGN "Federated learning is vmap over clients").
+"""Federated learning simulation (MATH §6; federated learning is a vmap over clients).
 
 :mod:`~jaxpriv.federated.partition` splits a dataset into per-client datasets (IID, Dirichlet label skew,
 McMahan shards) and stacks them into fixed-shape padded arrays; :mod:`~jaxpriv.federated.simulator` runs

@@ -1,5 +1,5 @@
 """Per-client datasets for federated simulation: IID and non-IID partitions of a labelled dataset, and
-their fixed-shape padded stack (SPEC §6; DESIGN "Federated learning is vmap over clients").
+their fixed-shape padded stack (MATH §6; federated learning is a vmap over clients).
 
 A :class:`Partition` is one array of record indices per client. Three ways to make one:
 
@@ -294,7 +294,7 @@ def per_client(values, partition: Partition, fill_value=0) -> np.ndarray:
 
 def stack(x, y, partition: Partition) -> ClientData:
     """Per-client datasets as one padded pytree of numpy arrays (:class:`ClientData`), so that all
-    clients share one compiled program (DESIGN "Federated learning is vmap over clients").
+    clients share one compiled program (federated learning is a vmap over clients).
 
     Args:
       x: features, shape (num_records, ...).

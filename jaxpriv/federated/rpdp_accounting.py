@@ -1,4 +1,4 @@
-"""rPDP-FL per-record privacy accounting: the budget accountant and the seed's baselines (SPEC §1.5, §5, §6).
+"""rPDP-FL per-record privacy accounting: the budget accountant and the seed's baselines (MATH §1.5, §5, §6).
 
 * :class:`BudgetAccountant` — seed 004's "budget accountant" (§6.2, Alg. 3): a pre-check before each
   round, an update after it, and an opt-out (q_i := 0 from then on) for every record whose budget one
@@ -97,7 +97,7 @@ def _budget_vector(budgets, *, allow_inf=False) -> np.ndarray:
 
 
 class BudgetAccountant:
-    """Per-record budget accountant of rPDP-FL: pre-check, update, opt-out (seed 004 §6.2, Alg. 3; SPEC §6).
+    """Per-record budget accountant of rPDP-FL: pre-check, update, opt-out (seed 004 §6.2, Alg. 3; MATH §6).
 
     Each record i has a budget ε_i and a Poisson rate q_i inside its client's τ local DP-SGD steps
     (noise multiplier σ); clients are sampled with rate λ each round; the target is (ε_i, δ)-DP.
@@ -222,7 +222,7 @@ class BudgetAccountant:
         """Which records may take part in the next round, opting out those it would take over budget.
 
         A record stays in when its ε after one more charged round is ≤ ε_i (improved conversion over
-        :attr:`orders`; SPEC §1.8), i.e. when it could afford the round if its client is sampled. A
+        :attr:`orders`; MATH §1.8), i.e. when it could afford the round if its client is sampled. A
         record that fails opts out for good (counts never decrease). Calling it twice changes nothing.
 
         Args:
@@ -311,7 +311,7 @@ def scf_fit(sigma, steps, delta, *, rounds=None, client_rate=None, q_grid=None, 
     (:func:`jaxpriv.rdp.two_stage`; ``rounds``/``client_rate`` omitted: DP-SGD with ``steps`` steps)
     with the seed's conversion (classic, ε = ρ + log(1/δ)/(α−1), Alg. 2 line 5; ``"improved"`` is what the
     authors' public code uses). Stage II fits the model by least squares (``scipy.optimize.curve_fit``).
-    This is a baseline (SPEC §5): the fit is only an approximation, and a q from it can overspend a
+    This is a baseline (MATH §5): the fit is only an approximation, and a q from it can overspend a
     budget. See :func:`scf_sampling_rate`.
 
     Args:

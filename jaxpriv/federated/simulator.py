@@ -1,5 +1,5 @@
-"""Federated learning simulator: FedAvg / FedProx with the clients as a vmapped axis (SPEC §6; DESIGN
-"Federated learning is vmap over clients").
+"""Federated learning simulator: FedAvg / FedProx with the clients as a vmapped axis (MATH §6; federated
+learning is a vmap over clients).
 
 One round (McMahan et al. 2017, "Communication-efficient learning of deep networks from decentralized
 data", Alg. 1 FederatedAveraging, with Poisson client sampling):

@@ -1,4 +1,4 @@
-"""Noise mechanisms as shared primitives (SPEC §4): each module samples, evaluates its log-density and
+"""Noise mechanisms as shared primitives (MATH §4): each module samples, evaluates its log-density and
 moments, states its privacy curve and calibrates its scale. The trainer, the federated simulator and
 the accountant all use these, never a second copy. :mod:`.harmonizer` calibrates each client's
 mechanism to a common target (UDP-FL)."""

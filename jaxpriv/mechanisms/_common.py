@@ -81,7 +81,7 @@ def _scaled_noise(draw, key, scale, shape, dtype, name: str):
 
 def round_to(value, dtype, up: bool = True) -> np.ndarray:
     """``value`` in ``dtype``, rounded up (or down with ``up=False``) instead of to nearest, so that a noise
-    scale cast to float32 for sampling is never below the calibrated one (SPEC §0: the safe side)."""
+    scale cast to float32 for sampling is never below the calibrated one (MATH §0: the safe side)."""
     exact = np.asarray(value, dtype=np.float64)
     cast = exact.astype(dtype)
     wrong = cast.astype(np.float64) < exact if up else cast.astype(np.float64) > exact

@@ -1,7 +1,7 @@
 """Clip-Laplace mechanism CLap(f, λ, A) of APES / Echo of Neighbors (Liu et al., AAAI 2023, seed 000).
 
 Density e^{−|z−f|/λ} / (2λS) on [−A, A] (0 outside), |f| ≤ A, with normalizer
-S = 1 − ½e^{(−A+f)/λ} − ½e^{(−A−f)/λ} (seed 000, Definition 4; SPEC §4.1). APES perturbs every
+S = 1 − ½e^{(−A+f)/λ} − ½e^{(−A−f)/λ} (seed 000, Definition 4; MATH §4.1). APES perturbs every
 clipped coordinate f ∈ [−C, C] with λ_i = 2C/ε_i and A = C (Δ = 2C); Theorem 1 makes it ε_i-LDP.
 
 Derivations used below (every one checked against quadrature in the tests). Write Y = Z − f,
@@ -204,7 +204,7 @@ def _variance_kernel(f, lam, A):
 def normalizer(f, lam, A):
     """Normalizer S = 1 − ½e^{(−A+f)/λ} − ½e^{(−A−f)/λ} of CLap(f, λ, A).
 
-    Source: Liu et al., AAAI 2023 (seed 000), Definition 4; SPEC §4.1. Computed as
+    Source: Liu et al., AAAI 2023 (seed 000), Definition 4; MATH §4.1. Computed as
     (−expm1(−(A+f)/λ) − expm1(−(A−f)/λ))/2, a sum of two non-negative terms: full relative precision
     for λ ≫ A (where S ≈ A/λ) as well as for λ ≪ A.
 
@@ -229,7 +229,7 @@ def normalizer(f, lam, A):
 def log_prob(z, f, lam, A):
     """Log-density of CLap(f, λ, A): −|z−f|/λ − log(2λS) on [−A, A], −inf outside.
 
-    Source: seed 000, Definition 4; SPEC §4.1.
+    Source: seed 000, Definition 4; MATH §4.1.
 
     Args:
       z: point(s) at which to evaluate (any real, ±inf allowed).
@@ -257,7 +257,7 @@ def cdf(z, f, lam, A):
     """Distribution function Pr[Z ≤ z] of CLap(f, λ, A) (0 below −A, 1 above A).
 
     For z ≤ f: e^{(z−f)/λ}(1 − e^{−(z+A)/λ})/(2S); for z > f: 1 − e^{−(z−f)/λ}(1 − e^{−(A−z)/λ})/(2S),
-    each written with expm1 (integral of Definition 4 of seed 000; SPEC §4.1).
+    each written with expm1 (integral of Definition 4 of seed 000; MATH §4.1).
 
     Args:
       z: point(s) (any real, ±inf allowed).
@@ -282,7 +282,7 @@ def cdf(z, f, lam, A):
 def mean(f, lam, A):
     """Mean of CLap(f, λ, A): E[Z] = (2f + (λ+A)(e₁ − e₂)) / (2 − e₁ − e₂), e₁ = e^{(−A−f)/λ}, e₂ = e^{(−A+f)/λ}.
 
-    Source: seed 000, Eq. 1 (stated there for A = C); SPEC §4.1. The A ≠ C form is the same expression
+    Source: seed 000, Eq. 1 (stated there for A = C); MATH §4.1. The A ≠ C form is the same expression
     with A in place of C (derivation in the module docstring: C enters Eq. 1 only through λ = 2C/ε).
     Evaluated as f·N/S with N = P(2, A/λ) − (1 + A/λ)e^{−A/λ}(sinh(f/λ)/(f/λ) − 1), which keeps full
     relative precision for λ ≫ A (Eq. 1 as printed loses ~(λ/A)² ulp there) and is exactly odd in f.
@@ -310,7 +310,7 @@ def variance(f, lam, A):
 
     Var Z = λ²[(P(3, x) + P(3, y))/S − ((P(2, y) − P(2, x))/(2S))²], x = (A+f)/λ, y = (A−f)/λ,
     S = (P(1, x) + P(1, y))/2, P the regularized lower incomplete gamma function (derivation in the
-    module docstring; it agrees with E[η²] in the proof of Lemma 9 of seed 000). SPEC §4.1. Tends to
+    module docstring; it agrees with E[η²] in the proof of Lemma 9 of seed 000). MATH §4.1. Tends to
     2λ² for λ ≪ A and to A²/3 (uniform) for λ ≫ A. Accurate to ~1e-14 relative for A/λ ≥ 1e-100.
 
     Args:
@@ -334,7 +334,7 @@ def variance(f, lam, A):
 def local_scale(epsilon, clip):
     """APES noise scale λ = 2C/ε: sensitivity Δ = 2C of a coordinate clipped to [−C, C] (A = C).
 
-    Source: seed 000, Theorem 1 (λ = Δf/ε) and Algorithm 1 (λ_i = 2C/ε_i); SPEC §4.1.
+    Source: seed 000, Theorem 1 (λ = Δf/ε) and Algorithm 1 (λ_i = 2C/ε_i); MATH §4.1.
 
     Args:
       epsilon: local budget ε > 0.
@@ -400,7 +400,7 @@ def sample(key, f, lam, A, shape=None, dtype=None):
 
     Inverse-CDF sampling (module docstring): one uniform U and one log1p per sample,
     z = f + λ log1p(−2US) when U·S < w_L, else f − λ log1p(−2(1−U)S), clamped to [−A, A] against
-    rounding. Source of the distribution: seed 000, Definition 4; SPEC §4.1.
+    rounding. Source of the distribution: seed 000, Definition 4; MATH §4.1.
 
     Works inside ``jit``/``vmap`` (validation runs only on concrete inputs). The dtype follows the inputs
     and the default float (float32 unless x64 is enabled); 16-bit dtypes are computed in float32.
@@ -470,7 +470,7 @@ def _check_clip_and_range(clip, A):
 def worst_log_ratio(epsilon, clip, A=None, grid: int = 257):
     """Numerical check of Theorem 1: sup over z ∈ [−A, A] and f, f' ∈ [−C, C] of log p(z|f)/p(z|f').
 
-    λ = 2C/ε (Δ = 2C). Theorem 1 of seed 000 (SPEC §4.1) says the supremum is ≤ ε whenever A ≥ C; it is
+    λ = 2C/ε (Δ = 2C). Theorem 1 of seed 000 (MATH §4.1) says the supremum is ≤ ε whenever A ≥ C; it is
     attained at f = C, f' = −C, z = ±A (where it equals ε exactly), which every grid contains, so the
     grid maximum is the supremum up to rounding.
 
@@ -515,7 +515,7 @@ def neighbor_divergence(eps_i, eps_j, clip=1.0, A=None):
     """Upper bound on the neighbor divergence D_N(μ_i ‖ μ_j) of Clip-Laplace randomizers (Lemma 4).
 
     D_N(μ_i ‖ μ_j) = sup over z and over inputs f, f' ∈ [−C, C] of log μ_i(z | f)/μ_j(z | f'), where μ_k is
-    CLap(·, 2C/ε_k, A). Lemma 4 of seed 000 (SPEC §3.2):
+    CLap(·, 2C/ε_k, A). Lemma 4 of seed 000 (MATH §3.2):
 
     * A = C (``A=None``): D_N ≤ log((ε_i/ε_j)·(1−e^{−ε_j})/(1−e^{−ε_i})·e^{max(ε_i, ε_j)}), evaluated with the
       factors a(ε) = ε/(1−e^{−ε}), b = 1/a of :mod:`jaxpriv.shuffle.bounds`.
@@ -565,7 +565,7 @@ def echo_probabilities(local_epsilons):
 
     p_ij ≤ inf_z μ_i(z | f)/μ_j(z | f') for all inputs, so user i's output is a mixture that contains
     user j's output on either neighboring input with probability p_ij/2 each (the "echo", seed 000,
-    Step (i) of §4.3 and Lemma 4, A = C; SPEC §3.2). Built from the factors of
+    Step (i) of §4.3 and Lemma 4, A = C; MATH §3.2). Built from the factors of
     :func:`jaxpriv.shuffle.bounds.apes_echo_sum`, whose S is (Σ_{i≠t} Σ_j p_ij)/n. O(n²) memory: a test
     oracle and a tool for small n; the accountant uses the O(n log n) sum.
 
@@ -717,7 +717,7 @@ def calibrate(observed_mean, local_epsilons, clip):
     """Analyzer calibration of APES: the g ∈ [−C, C] whose mixture mean matches the observed mean.
 
     Solves (1/n) Σ_i E[CLap(g, λ_i, C)] = m, λ_i = 2C/ε_i, for every dimension's observed mean m of the
-    shuffled values (seed 000, §3.2 "Analyzing Process" with Eq. 1; SPEC §4.1). The left side is odd and
+    shuffled values (seed 000, §3.2 "Analyzing Process" with Eq. 1; MATH §4.1). The left side is odd and
     increasing in g; where |m| exceeds its value at g = C, g is clipped to ±C and one ``RuntimeWarning``
     reports how many dimensions were clipped.
 
@@ -801,10 +801,10 @@ def _sparsify_kernel(key, values, eps, clip, b):
 def sparsify(key, values, local_epsilon, clip, b: int):
     """S-APES post-sparsification: keep the b largest |values|, replace the rest by fresh CLap(0, λ, C) dummies.
 
-    Source: seed 000, Algorithm 2 and §3.3 (SPEC §4.1). The user first perturbs all d coordinates with
+    Source: seed 000, Algorithm 2 and §3.3 (MATH §4.1). The user first perturbs all d coordinates with
     CLap(g_k, λ, C), λ = 2C/ε_i; the selection runs on the perturbed values (post-processing, so it costs
     no privacy), and the d − b padding values are CLap(0, λ, C) so that every shuffled dimension keeps n
-    reports. SPEC §4.1: the paper's "dΔf/ε" scale conflicts with its Table 3; λ = 2C/ε_i per dimension.
+    reports. MATH §4.1: the paper's "dΔf/ε" scale conflicts with its Table 3; λ = 2C/ε_i per dimension.
 
     Vectorised over leading axes of ``values`` (users) and usable under ``jax.vmap``/``jit`` (validation
     runs on concrete inputs only; ``b`` must be a Python integer). Ties are broken toward the lower index.

@@ -1,4 +1,4 @@
-"""The Gaussian mechanism: noise N(0, σ²) added to a query of L2 sensitivity Δ (SPEC §1.1, §4.3, §6).
+"""The Gaussian mechanism: noise N(0, σ²) added to a query of L2 sensitivity Δ (MATH §1.1, §4.3, §6).
 
 Every mechanism module of :mod:`jaxpriv.mechanisms` has the same interface; here with the noise standard
 deviation ``sigma`` as the mechanism's parameter (``sigma = σ``, not the noise multiplier σ/Δ):
@@ -56,7 +56,7 @@ _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 def sample(key, sigma, shape=(), dtype=jnp.float32):
     """Draws of Gaussian noise N(0, σ²): ``sigma * jax.random.normal(key, shape, dtype)``.
 
-    Source: the Gaussian mechanism (Dwork & Roth 2014, Def. A.1); SPEC §4.3, §6 (DP-SGD adds
+    Source: the Gaussian mechanism (Dwork & Roth 2014, Def. A.1); MATH §4.3, §6 (DP-SGD adds
     N(0, σ²C²) to the clipped gradient sum). Works inside ``jit`` (``sigma`` may then be traced).
 
     Args:
@@ -87,7 +87,7 @@ def _log_prob_kernel(x, sigma):
 def log_prob(x, sigma):
     """Log-density of N(0, σ²) at x: −x²/(2σ²) − log σ − ½ log 2π (float64).
 
-    Source: the normal density; SPEC §4 (each mechanism exposes its log-density).
+    Source: the normal density; MATH §4 (each mechanism exposes its log-density).
 
     Args:
       x: points (any shape).
@@ -109,7 +109,7 @@ def log_prob(x, sigma):
 
 
 def mean(sigma):
-    """Mean of the noise N(0, σ²): 0, with the shape of ``sigma`` (float64). SPEC §4.
+    """Mean of the noise N(0, σ²): 0, with the shape of ``sigma`` (float64). MATH §4.
 
     Example:
       >>> from jaxpriv.mechanisms import gaussian
@@ -122,7 +122,7 @@ def mean(sigma):
 
 
 def variance(sigma):
-    """Variance of the noise N(0, σ²): σ² (float64). SPEC §4.
+    """Variance of the noise N(0, σ²): σ² (float64). MATH §4.
 
     Example:
       >>> from jaxpriv.mechanisms import gaussian
@@ -142,7 +142,7 @@ def variance(sigma):
 def rdp(sigma, orders, sensitivity=1.0):
     """RDP curve of the Gaussian mechanism with noise σ and L2 sensitivity Δ: ρ(α) = αΔ²/(2σ²).
 
-    Source: Mironov 2017, Prop. 7 (SPEC §1.1); delegates to :func:`jaxpriv.rdp.gaussian` with the noise
+    Source: Mironov 2017, Prop. 7 (MATH §1.1); delegates to :func:`jaxpriv.rdp.gaussian` with the noise
     multiplier σ/Δ (rounded down, so ρ is never underestimated).
 
     Args:
@@ -173,7 +173,7 @@ def mu(sigma, sensitivity=1.0):
     """GDP parameter of the Gaussian mechanism: it is exactly μ-GDP with μ = Δ/σ (rounded up).
 
     Source: Dong, Roth & Su 2022, Thm 2.7 (the trade-off between N(0, σ²) and N(Δ, σ²) is G_{Δ/σ});
-    SPEC §2.
+    MATH §2.
 
     Args:
       sigma: σ > 0.
@@ -198,7 +198,7 @@ def delta(sigma, epsilon, sensitivity=1.0):
     """Exact δ(ε) of the Gaussian mechanism: δ = Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ).
 
     Source: Balle & Wang 2018, "Improving the Gaussian mechanism for differential privacy", Thm 8
-    (necessary and sufficient); equal to the μ-GDP curve with μ = Δ/σ (SPEC §2). Computed by
+    (necessary and sufficient); equal to the μ-GDP curve with μ = Δ/σ (MATH §2). Computed by
     :func:`jaxpriv.fdp.gdp_delta` (rounded up by its error bound).
 
     Args:
@@ -226,7 +226,7 @@ def epsilon(sigma, delta, sensitivity=1.0):
     """Smallest ε such that the Gaussian mechanism is (ε, δ)-DP (exact curve, conservative root).
 
     Source: inverts Balle & Wang 2018, Thm 8, via :func:`jaxpriv.fdp.gdp_epsilon` at μ = Δ/σ (the
-    returned ε satisfies δ(ε) ≤ ``delta``); SPEC §2.
+    returned ε satisfies δ(ε) ≤ ``delta``); MATH §2.
 
     Args:
       sigma: σ > 0.
@@ -267,7 +267,7 @@ def classical_sigma(epsilon, delta, sensitivity=1.0):
 
     Source: Dwork & Roth 2014, "The Algorithmic Foundations of DP", Thm A.1 (stated for ε < 1; at
     ε = 1 it still holds, as the exact curve of :func:`delta` confirms); used by GSPA's shuffled SGD,
-    SPEC §6. It is looser than :func:`analytic_sigma` everywhere and invalid beyond ε = 1.
+    MATH §6. It is looser than :func:`analytic_sigma` everywhere and invalid beyond ε = 1.
 
     Args:
       epsilon: ε ∈ (0, 1].
@@ -301,7 +301,7 @@ def analytic_sigma(epsilon, delta, sensitivity=1.0):
 
     Source: Balle & Wang 2018, Thm 8 and Alg. 1 (calibrate on the exact δ(ε) curve); here
     σ = Δ/μ* with μ* = :func:`jaxpriv.fdp.gdp_mu` (ε, δ), the largest μ whose GDP curve meets δ at ε,
-    found by a conservative monotone root find (SPEC §2, §5). The quotient is rounded up, so
+    found by a conservative monotone root find (MATH §2, §5). The quotient is rounded up, so
     ``delta(analytic_sigma(ε, δ), ε) ≤ δ``; σ is within ~1e-11 relative of the exact root. Valid for
     every ε > 0 (unlike :func:`classical_sigma`); differentiable (implicit function theorem).
 

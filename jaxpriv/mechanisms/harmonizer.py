@@ -1,16 +1,16 @@
-"""UDP-FL's Harmonizer (Feng et al., seed 002, §3.3 and Appendix B, Alg. 3; SPEC §5–§6): one noise scale per
+"""UDP-FL's Harmonizer (Feng et al., seed 002, §3.3 and Appendix B, Alg. 3; MATH §5–§6): one noise scale per
 client so that its own mechanism, Poisson-subsampled at rate q and composed over T rounds, meets its own
 (ε, δ) target — the same RDP accounting for every mechanism.
 
 Each client names a mechanism; the scale solved for is
 
-* ``"gaussian"``: the noise multiplier σ (noise std / L2 sensitivity); exact subsampled RDP (SPEC §1.3);
+* ``"gaussian"``: the noise multiplier σ (noise std / L2 sensitivity); exact subsampled RDP (MATH §1.3);
 * ``"laplace"``: the scale b (noise scale / L1 sensitivity, pure ε = 1/b per step); subsampled RDP by the
-  Zhu-Wang bound (:func:`jaxpriv.rdp.subsampled`, SPEC §1.4);
-* ``"staircase"``: the per-step ε₀ of the staircase mechanism with γ = γ*(ε₀) (SPEC §4.2), subsampled
+  Zhu-Wang bound (:func:`jaxpriv.rdp.subsampled`, MATH §1.4);
+* ``"staircase"``: the per-step ε₀ of the staircase mechanism with γ = γ*(ε₀) (MATH §4.2), subsampled
   the same way.
 
-The T-fold curve is converted with the improved conversion (SPEC §1.8). The paper's Alg. 3 tries noise
+The T-fold curve is converted with the improved conversion (MATH §1.8). The paper's Alg. 3 tries noise
 multipliers one after another with the classic conversion and its Table 3 "RDP" expressions (the
 staircase one is not a Rényi divergence, see :func:`jaxpriv.mechanisms.staircase.udpfl_printed_rdp`);
 here each client's rounds are an event (:mod:`jaxpriv.events`: ``SelfComposed(PoissonSampled(q,
@@ -59,10 +59,10 @@ def harmonize(mechanisms, epsilon, delta, q=1.0, rounds=1, orders=None, *, dimen
 
     For client i with mechanism m_i, rate q_i, T_i rounds and target (ε_i, δ_i), finds the scale s_i
     (σ for ``"gaussian"``, b for ``"laplace"``, the per-step ε₀ for ``"staircase"``, see the module
-    docstring) with ε_i(s_i) ≤ ε_i, where ε_i(s) is the improved RDP → (ε, δ) conversion (SPEC §1.8) of
-    T_i·ρ(α; s, q_i) minimised over ``orders``, ρ being the exact subsampled-Gaussian curve (SPEC §1.3)
-    or the Zhu-Wang bound on the subsampled Laplace / staircase curve (SPEC §1.4, §4.2). The scale is
-    within 1e-10 relative of the root of ε_i(s) = ε_i (UDP-FL seed 002, Harmonizer and Alg. 3; SPEC §5).
+    docstring) with ε_i(s_i) ≤ ε_i, where ε_i(s) is the improved RDP → (ε, δ) conversion (MATH §1.8) of
+    T_i·ρ(α; s, q_i) minimised over ``orders``, ρ being the exact subsampled-Gaussian curve (MATH §1.3)
+    or the Zhu-Wang bound on the subsampled Laplace / staircase curve (MATH §1.4, §4.2). The scale is
+    within 1e-10 relative of the root of ε_i(s) = ε_i (UDP-FL seed 002, Harmonizer and Alg. 3; MATH §5).
     A target below what the orders can certify gives scale ``inf`` (``0`` for staircase) with a warning.
 
     Args:

@@ -1,5 +1,5 @@
 """The Laplace mechanism: noise Lap(b) (density e^{−|x|/b}/(2b)) added to a query of L1 sensitivity Δ
-(SPEC §1.2, §3.3, §4.3).
+(MATH §1.2, §3.3, §4.3).
 
 Same interface as :mod:`jaxpriv.mechanisms.gaussian`, with the noise scale ``scale = b`` as parameter:
 
@@ -40,7 +40,7 @@ def sample(key, scale, shape=(), dtype=jnp.float32):
     """Draws of Laplace noise Lap(b): ``scale * jax.random.laplace(key, shape, dtype)``.
 
     Source: the Laplace mechanism (Dwork, McSherry, Nissim, Smith 2006; Dwork & Roth 2014, Def. 3.3);
-    SPEC §4.3. Works inside ``jit`` (``scale`` may then be traced).
+    MATH §4.3. Works inside ``jit`` (``scale`` may then be traced).
 
     Args:
       key: a JAX PRNG key.
@@ -69,7 +69,7 @@ def _log_prob_kernel(x, scale):
 def log_prob(x, scale):
     """Log-density of Lap(b) at x: −|x|/b − log(2b) (float64).
 
-    Source: the Laplace density; SPEC §4.
+    Source: the Laplace density; MATH §4.
 
     Args:
       x: points (any shape).
@@ -91,7 +91,7 @@ def log_prob(x, scale):
 
 
 def mean(scale):
-    """Mean of Lap(b): 0, with the shape of ``scale`` (float64). SPEC §4.
+    """Mean of Lap(b): 0, with the shape of ``scale`` (float64). MATH §4.
 
     Example:
       >>> from jaxpriv.mechanisms import laplace
@@ -103,7 +103,7 @@ def mean(scale):
 
 
 def variance(scale):
-    """Variance of Lap(b): 2b² (float64). SPEC §4.
+    """Variance of Lap(b): 2b² (float64). MATH §4.
 
     Example:
       >>> from jaxpriv.mechanisms import laplace
@@ -119,7 +119,7 @@ def rdp(scale, orders, sensitivity=1.0):
     """RDP curve of the Laplace mechanism with scale b and L1 sensitivity Δ.
 
     ρ(α) = log( α/(2α−1)·e^{(α−1)Δ/b} + (α−1)/(2α−1)·e^{−αΔ/b} ) / (α−1).
-    Source: Mironov 2017, Prop. 6 (SPEC §1.2); delegates to :func:`jaxpriv.rdp.laplace` at the
+    Source: Mironov 2017, Prop. 6 (MATH §1.2); delegates to :func:`jaxpriv.rdp.laplace` at the
     normalised scale b/Δ (rounded down, so ρ is never underestimated).
 
     Args:
@@ -145,7 +145,7 @@ def rdp(scale, orders, sensitivity=1.0):
 def epsilon(scale, sensitivity=1.0):
     """Pure ε of the Laplace mechanism: ε = Δ/b (tight: the log-density ratio at shift Δ reaches it).
 
-    Source: Dwork & Roth 2014, Thm 3.6; SPEC §1.2. Rounded up.
+    Source: Dwork & Roth 2014, Thm 3.6; MATH §1.2. Rounded up.
 
     Args:
       scale: b > 0.
@@ -169,7 +169,7 @@ def epsilon(scale, sensitivity=1.0):
 def scale_for(epsilon, sensitivity=1.0):
     """Laplace scale for pure ε-DP: b = Δ/ε, rounded up (so Δ/b ≤ ε holds exactly).
 
-    Source: Dwork & Roth 2014, Thm 3.6; GSPA Alg. 1 (Lap(Δf/ε_i)); SPEC §3.3, §4.3.
+    Source: Dwork & Roth 2014, Thm 3.6; GSPA Alg. 1 (Lap(Δf/ε_i)); MATH §3.3, §4.3.
 
     Args:
       epsilon: ε > 0.

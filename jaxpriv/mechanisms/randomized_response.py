@@ -1,4 +1,4 @@
-"""Randomized response: binary and k-ary (generalised RR), with personalized budgets (SPEC §3.1, §3.3, §4.3).
+"""Randomized response: binary and k-ary (generalised RR), with personalized budgets (MATH §3.1, §3.3, §4.3).
 
 k-RR with budget ε reports the true value x ∈ {0, …, k−1} with probability p = e^ε/(e^ε + k − 1) and
 each other value with probability q = 1/(e^ε + k − 1) (Kairouz, Oh, Viswanath 2014/2016; Wang et al.
@@ -118,7 +118,7 @@ def keep_probability(epsilon, k=2):
     """Probability that k-RR reports the true value: p = e^ε/(e^ε + k − 1) (float64).
 
     Source: Kairouz, Oh, Viswanath 2016 ("Extremal mechanisms for local DP"), k-RR; GSPA Alg. 2 and
-    SPEC §3.1 for k = 2 (q_t = e^ε/(1 + e^ε)). The calibration helper of RR: ε ↦ its parameter.
+    MATH §3.1 for k = 2 (q_t = e^ε/(1 + e^ε)). The calibration helper of RR: ε ↦ its parameter.
 
     Args:
       epsilon: ε > 0 (any shape).
@@ -141,7 +141,7 @@ def epsilon(keep, k=2):
     """Exact pure ε of k-RR with keep probability p ≥ 1/k: ε = log( p(k−1)/(1−p) ).
 
     The likelihood ratio Pr[y | x]/Pr[y | x'] takes the values p/q, 1 and q/p, so the tight pure ε is
-    log(p/q) with q = (1−p)/(k−1) (Kairouz, Oh, Viswanath 2016; SPEC §4.3). Inverse of
+    log(p/q) with q = (1−p)/(k−1) (Kairouz, Oh, Viswanath 2016; MATH §4.3). Inverse of
     :func:`keep_probability`. p = 1/k gives 0.
 
     Args:
@@ -202,7 +202,7 @@ def sample(key, x, epsilon, k=2, dtype=jnp.float32):
 
     Each entry is kept with probability e^ε/(e^ε + k − 1), otherwise replaced by one of the k − 1 other
     values uniformly. Source: Warner 1965 (k = 2); Kairouz, Oh, Viswanath 2016 (k-RR); GSPA Alg. 2
-    lines 2–6 (SPEC §3.3). Works inside ``jit``.
+    lines 2–6 (MATH §3.3). Works inside ``jit``.
 
     Floating point: the coin is a uniform of ``dtype`` (float32: resolution 2^-23; float64: 2^-52)
     compared with the flip probability rounded *up*, so the sampled mechanism is ε'-DP with ε' ≤ ε
@@ -247,7 +247,7 @@ def log_prob(y, x, epsilon, k=2):
     """log Pr[report y | input x] of k-RR: log p if y = x, log q otherwise (float64).
 
     p = e^ε/(e^ε + k − 1), q = 1/(e^ε + k − 1), both in log space (no overflow for large ε).
-    Source: Kairouz, Oh, Viswanath 2016; SPEC §4.3.
+    Source: Kairouz, Oh, Viswanath 2016; MATH §4.3.
 
     Args:
       y: reports, integers in {0, …, k−1}.
@@ -292,7 +292,7 @@ def _indicator_means(x, eps, k: int):
 def mean(x, epsilon, k=2):
     """Mean of the one-hot report (1{Y = v})_{v<k}: p at v = x, q elsewhere (float64, shape S + (k,)).
 
-    For k = 2, ``[..., 1]`` is E[Y] = q + x(p − q). Source: the pmf (SPEC §4.3).
+    For k = 2, ``[..., 1]`` is E[Y] = q + x(p − q). Source: the pmf (MATH §4.3).
 
     Args:
       x: inputs in {0, …, k−1} (shape broadcasting with ``epsilon`` to ``S``).
@@ -351,7 +351,7 @@ def rdp(epsilon, orders, k=2):
     P(x') = Q(x) = q and P = Q = q on the other k − 2 values; Σ_y P(y)^α Q(y)^{1−α} =
     q(e^{αε} + e^{(1−α)ε} + k − 2). The pair is symmetric, so D_α(P‖Q) = D_α(Q‖P), and every pair of
     distinct inputs gives the same law pair: this is the tight RDP of the mechanism (Rényi 1961's
-    definition; Mironov 2017, Def. 3; SPEC §4.3). ρ(α) → ε as α → ∞. Computed as log1p of the factored
+    definition; Mironov 2017, Def. 3; MATH §4.3). ρ(α) → ε as α → ∞. Computed as log1p of the factored
     excess (see the kernel), accurate near α = 1 and free of overflow.
 
     Args:
@@ -399,7 +399,7 @@ def estimate_frequencies(counts, epsilon):
     f̂_v = (C_v − Σ_i q_i) / Σ_i (p_i − q_i) = (C_v − Σ_i q_i) / (n − k Σ_i q_i), q_i = 1/(e^{ε_i} + k − 1).
 
     For k = 2 and v = 1 this is GSPA's Alg. 2 estimator z = (A − B)/(n − 2B), B = Σ_i 1/(1 + e^{ε_i})
-    (seed 003; SPEC §3.3). It needs only the multiset of budgets, not which report came from which user,
+    (seed 003; MATH §3.3). It needs only the multiset of budgets, not which report came from which user,
     so it works on shuffled reports. Derivation: E[C_v] = Σ_i q_i + Σ_i w_i 1{x_i = v} with
     w_i = p_i − q_i, hence E[f̂_v] = Σ_i w_i 1{x_i = v} / Σ_i w_i — the w-weighted frequency of v.
     It is unbiased for the plain frequency (1/n) Σ_i 1{x_i = v} when all budgets are equal, or in
@@ -462,7 +462,7 @@ def frequency_moments(x, epsilon, k=2):
     W = Σ_i w_i and π_iv = Pr[Y_i = v] = q_i + w_i 1{x_i = v} (the reports are independent and the
     denominator n − kΣq_i = W is not random; shuffling does not change counts). For k = 2 the variance
     of z is Σ_i e^{ε_i}/(1 + e^{ε_i})² / (n − 2B)². Derivation in :func:`estimate_frequencies`;
-    source: GSPA Alg. 2 (seed 003), SPEC §3.3.
+    source: GSPA Alg. 2 (seed 003), MATH §3.3.
 
     Args:
       x: true values, a 1-D array of integers in {0, …, k−1} (n ≥ 1 users).

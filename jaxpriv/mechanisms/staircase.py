@@ -1,5 +1,5 @@
 """The staircase mechanism (Geng & Viswanath, "The optimal noise-adding mechanism in differential
-privacy", IEEE Trans. IT 2016; SPEC §4.2): density, CDF, a fast exact sampler, moments, pure ε and the
+privacy", IEEE Trans. IT 2016; MATH §4.2): density, CDF, a fast exact sampler, moments, pure ε and the
 exact Rényi-DP curve.
 
 With privacy ε, shape γ ∈ [0, 1], sensitivity Δ and b = e^{−ε}, the density is a·b^k on
@@ -44,7 +44,7 @@ def _optimal_gamma(epsilon):
 
 def optimal_gamma(epsilon):
     """Staircase shape γ* = 1/(1 + e^{ε/2}) that minimises E|X| (Geng & Viswanath 2016, the ℓ1 cost;
-    SPEC §4.2 and UDP-FL's choice). It is not the variance-optimal shape (the ℓ2 cost has its own).
+    MATH §4.2 and UDP-FL's choice). It is not the variance-optimal shape (the ℓ2 cost has its own).
 
     Args:
       epsilon: privacy parameter ε > 0 (any shape).
@@ -91,7 +91,7 @@ def _log_prob(x, epsilon, gamma, sensitivity):
 
 
 def log_prob(x, epsilon, gamma=None, sensitivity=1.0):
-    """Log-density of staircase noise: log a − ε·S(x) (SPEC §4.2; Geng & Viswanath 2016, Eq. 11).
+    """Log-density of staircase noise: log a − ε·S(x) (MATH §4.2; Geng & Viswanath 2016, Eq. 11).
 
     Args:
       x: noise values (any shape; ±inf gives −inf).
@@ -132,7 +132,7 @@ def _tail(y, epsilon, gamma, sensitivity):
 
 
 def cdf(x, epsilon, gamma=None, sensitivity=1.0):
-    """Distribution function F(x) = P(X ≤ x) of staircase noise (SPEC §4.2), exact in closed form.
+    """Distribution function F(x) = P(X ≤ x) of staircase noise (MATH §4.2), exact in closed form.
 
     F(x) = P(X > |x|) for x < 0 and 1 − P(X > x) for x ≥ 0, with the tail summed over whole periods
     (geometric, ½b^k) plus the part of the current period.
@@ -164,7 +164,7 @@ def cdf(x, epsilon, gamma=None, sensitivity=1.0):
 
 @functools.partial(jax.jit, static_argnames=("shape", "dtype"))
 def _sample(key, epsilon, gamma, sensitivity, shape, dtype):
-    """SPEC §4.2 sampler from two 32-bit words per sample.
+    """MATH §4.2 sampler from two 32-bit words per sample.
 
     Word 1 → W ∈ (0, 1] on a 2^-32 grid → G = ⌊−log W / ε⌋, so Pr[G ≥ k] = b^k: the 0-based geometric
     (the tail is exact down to probability ~1e-10). Word 2 → bit 0 is the sign, bits 8..31 are V ∈ [0, 1).
@@ -189,7 +189,7 @@ def _sample(key, epsilon, gamma, sensitivity, shape, dtype):
 
 
 def sample(key, epsilon, gamma=None, shape=None, sensitivity=1.0, *, dtype=None):
-    """Draw staircase noise: sign·Δ·(G + γU) with probability π, else sign·Δ·(G + γ + (1−γ)U) (SPEC §4.2).
+    """Draw staircase noise: sign·Δ·(G + γU) with probability π, else sign·Δ·(G + γ + (1−γ)U) (MATH §4.2).
 
     G is 0-based geometric, Pr[G = k] = (1−b)b^k; π = γ/(γ + (1−γ)b). (The UDP-FL repository subtracts 1
     from an already 0-based geometric; that sampler puts mass 1 − b² instead of 1 − b on |X| < Δ and is
@@ -280,7 +280,7 @@ def variance(epsilon, gamma=None, sensitivity=1.0):
     |X|/Δ = G + R with G geometric (Pr[G = k] = (1−b)b^k) independent of the position R ∈ [0, 1) in its
     period, whose density is ∝ 1 on [0, γ) and ∝ b on [γ, 1). So E[G] = b/(1−b), E[G²] = b(1+b)/(1−b)²,
     E[R] = (γ² + b(1−γ²))/(2z), E[R²] = (γ³ + b(1−γ³))/(3z), z = γ + b(1−γ). (Derived here from the
-    density of SPEC §4.2.)
+    density of MATH §4.2.)
 
     Args:
       epsilon, gamma, sensitivity: as in :func:`log_prob`.
@@ -303,7 +303,7 @@ def variance(epsilon, gamma=None, sensitivity=1.0):
 
 
 def epsilon(epsilon, gamma=None, sensitivity=1.0):
-    """Pure-DP guarantee of the staircase mechanism: ε, for every γ ∈ [0, 1] (SPEC §4.2).
+    """Pure-DP guarantee of the staircase mechanism: ε, for every γ ∈ [0, 1] (MATH §4.2).
 
     log f(x) = log a − ε·S(x) with S counting the jump points ±(j+γ)Δ between 0 and x. Two outputs at
     distance t ≤ Δ bracket at most one positive-side and at most one negative-side jump point (each
@@ -342,7 +342,7 @@ def _loss_plus_mass_at(epsilon, gamma, s):
 
 
 def privacy_loss_atoms(epsilon, gamma):
-    """The privacy loss distribution of the staircase mechanism at the worst shift Δ, as atoms (SPEC §4.2,
+    """The privacy loss distribution of the staircase mechanism at the worst shift Δ, as atoms (MATH §4.2,
     §7.2): losses (+ε, 0, −ε) with probabilities (p₊, p₀, p₋ = b·p₊) under the shifted density.
 
     Every shift t ≤ Δ gives the same three losses with a smaller p₊ (``rdp_shift``), and the hockey-stick
@@ -402,10 +402,10 @@ def rdp(epsilon, gamma=None, orders=None, sensitivity=1.0):
     jump point z adds the mass of x ∈ [z, z+t), at rate f(z + t); for γ < ½ and t > 2γΔ the jumps ±γΔ can
     share a window (net 0), which removes mass at rate 2f(t − γΔ), exactly offset by the rates
     f(t − γΔ) + f(t + γΔ) of those two jumps (both equal ab there). So t = Δ is the worst shift, where
-    (SPEC §4.2, a' = aΔ; tests check every t ∈ (0, Δ] numerically):
+    (MATH §4.2, a' = aΔ; tests check every t ∈ (0, Δ] numerically):
 
     * γ ≤ ½: p₊ = ½ + a'γ, p₀ = a'b(1 − 2γ);
-    * γ > ½ (derived here the same way; SPEC states only γ ≤ ½): p₊ = ½ + a'(1 − γ), p₀ = a'(2γ − 1).
+    * γ > ½ (derived here the same way, MATH §4.2): p₊ = ½ + a'(1 − γ), p₀ = a'(2γ − 1).
 
     Both directions of the divergence are equal (f is symmetric). The curve does not depend on Δ (the
     noise scales with it); ``sensitivity`` is validated for symmetry with the other functions.
@@ -446,7 +446,7 @@ def rdp_shift(epsilon, shift, gamma=None, orders=None, sensitivity=1.0):
     P(L = +ε) of the shift t: p₊(t) = aΔ/(1−b)·[min(t/Δ, 2γ) + b·max(t/Δ − 2γ, 0)] (γ ≤ ½). p₊ is
     concave and piecewise linear in t and log(1 + K·p) is concave in p, so ρ(t) is **concave** in t: a
     shift spread over many coordinates costs more than the same L1 distance on one (see :func:`rdp_l1`).
-    Source: Geng & Viswanath's staircase density (SPEC §4.2), derived here; tests integrate the two
+    Source: Geng & Viswanath's staircase density (MATH §4.2), derived here; tests integrate the two
     piecewise-constant densities exactly.
 
     Args:

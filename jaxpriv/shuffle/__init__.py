@@ -1,12 +1,12 @@
-"""Privacy amplification by shuffling (SPEC §3).
+"""Privacy amplification by shuffling (MATH §3).
 
-:mod:`jaxpriv.shuffle.clones` — the exact clone dominating pair: δ(ε) and ε(δ) (SPEC §3.1).
+:mod:`jaxpriv.shuffle.clones` — the exact clone dominating pair: δ(ε) and ε(δ) (MATH §3.1).
 :mod:`jaxpriv.shuffle.bounds` — closed forms and baselines: FMT22, Erlingsson et al. 2019, APES
-Theorem 4 (O(n log n)), S-APES Proposition 1, GSPA μ, the simplified Girgis RDP (SPEC §1.6, §3.2-3.3).
+Theorem 4 (O(n log n)), S-APES Proposition 1, GSPA μ, the simplified Girgis RDP (MATH §1.6, §3.2-3.3).
 :mod:`jaxpriv.shuffle.personalized` — personalized budgets: worst-case and per-user central ε (GSPA and
 APES/EoN clone models) on the exact sum, with C a Poisson-binomial (:mod:`.poisson_binomial`).
 :mod:`jaxpriv.shuffle.multinomial` — the 2-D lattice law, its TV distance to the matched Gaussian and the
-E-APES trade-off / (ε, δ) curve (SPEC §3.3).
+E-APES trade-off / (ε, δ) curve (MATH §3.3).
 :mod:`jaxpriv.shuffle.estimators` — GSPA's personalized mean and frequency estimators (Alg. 1-2).
 :mod:`jaxpriv.shuffle.rounds` — many rounds: the exact pair composed by PLD beside the seeds' compositions.
 :mod:`jaxpriv.shuffle.budgets` — budget distributions (uniform, clipped Gaussian, levels, CSV).

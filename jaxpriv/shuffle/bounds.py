@@ -1,4 +1,4 @@
-"""Closed-form privacy-amplification-by-shuffling bounds (SPEC §1.6, §3.2, §3.3).
+"""Closed-form privacy-amplification-by-shuffling bounds (MATH §1.6, §3.2, §3.3).
 
 Every function here is a formula from a paper, evaluated in float64, vectorised and jit-compiled:
 
@@ -15,7 +15,7 @@ Every function here is a formula from a paper, evaluated in float64, vectorised 
   form is only the leading (j = 2) term of Theorem 1 and falls *below* the exact RDP of shuffled
   randomized response at small n or large α, so it is **not** a bound (see its docstring).
 
-Conventions (SPEC §0):
+Conventions (MATH §0):
 
 * Closed forms are sufficient conditions with a validity region. Outside it a bound returns ``inf`` and
   emits one ``RuntimeWarning`` naming the violated condition (never an optimistic number).
@@ -135,9 +135,9 @@ def fmt22_closed_form(eps0, n, delta):
     valid for ε₀ ≤ log(n / (16 log(2/δ))).
 
     Source: Feldman, McMillan, Talwar, "Hiding Among the Clones", FOCS 2021 (arXiv 2012.12803),
-    Theorem 3.1: n users each running an ε₀-LDP randomizer, shuffled, give (ε, δ)-DP. SPEC §3.2: the
+    Theorem 3.1: n users each running an ε₀-LDP randomizer, shuffled, give (ε, δ)-DP. MATH §3.2: the
     APES paper's baseline "UniS" (its Eq. 2) is this bound at ε₀ = max_i ε_i. The bound is looser than
-    the exact clone sum of SPEC §3.1 (UniS at n = 10⁴, δ = 1e-8, ε₀ = 1: 0.2408 here vs 0.0689 exact).
+    the exact clone sum of MATH §3.1 (UniS at n = 10⁴, δ = 1e-8, ε₀ = 1: 0.2408 here vs 0.0689 exact).
 
     Outside the validity region the result is ``inf`` and a ``RuntimeWarning`` names the condition.
     The value is rounded up by 16 ulp.
@@ -296,7 +296,7 @@ def apes_echo_sum(local_epsilons, *, target=None):
     p_ij = (ε_i/ε_j) · (1−e^{−ε_j})/(1−e^{−ε_i}) · e^{−max(ε_i, ε_j)}.
 
     Source: Liu, Zhao, Xiong, Liu, Chen, "Echo of Neighbors", AAAI 2023 (seed 000), Theorem 4 and
-    Lemma 4 (SPEC §3.2). Index reading: the paper fixes the differing user as u_1 and sums i = 2..n,
+    Lemma 4 (MATH §3.2). Index reading: the paper fixes the differing user as u_1 and sums i = 2..n,
     j = 1..n. From its Step (i) and Lemma 5, i is a *non-target* user whose output distribution μ_i is
     decomposed into "echoes" of the target's two possible outputs, and j ranges over every budget the
     target's report may carry (the budgets are shuffled too, so each ε_j has weight 1/n); p_ij =
@@ -356,12 +356,12 @@ def apes_theorem4(local_epsilons, delta_s, *, target=None):
       δ^c = (e^{ε*}−1)/(e^{ε*}+1) · δ_s.
 
     Source: Liu et al., AAAI 2023 (seed 000), Theorem 4 / Lemma 6 with ε* = max ε_j (proof of
-    Theorem 4); SPEC §3.2. The last display of the paper's Lemma 6 proof drops the square root on S;
+    Theorem 4); MATH §3.2. The last display of the paper's Lemma 6 proof drops the square root on S;
     Theorem 4 (used here) has it. The paper states δ^c with "ε_j"; its proof uses ε* = max ε_j, as here.
     For uniform budgets ε₀, S = (n−1)e^{−ε₀} and this is FMT22's closed form with n−1 users (and the
     slightly stricter condition log(4/δ) in place of log(2/δ)). At n = 10⁴, δ_s = 1e-8 and budgets
-    evenly spaced on [0.05, 1] it gives ε^c = 0.2051 (SPEC: ≈ 0.21; the paper's Table 3 value 0.057 comes from the
-    numeric clone sum, SPEC §3.2).
+    evenly spaced on [0.05, 1] it gives ε^c = 0.2051 (the paper's Table 3 value 0.057 comes from the
+    numeric clone sum, MATH §3.2).
 
     When S < 16 log(4/δ_s), ε^c is ``inf`` (δ^c is still returned) with a ``RuntimeWarning``.
 
@@ -410,7 +410,7 @@ def sapes_proposition1(eps_c, delta_c, b, delta_prime):
 
     ε^{uc} = ε^c √(4b log(1/δ')) + 2b ε^c (e^{ε^c} − 1),   δ^{uc} = δ' + 2b δ^c.
 
-    Source: Liu et al., AAAI 2023 (seed 000), Proposition 1; SPEC §3.2. It is the advanced composition
+    Source: Liu et al., AAAI 2023 (seed 000), Proposition 1; MATH §3.2. It is the advanced composition
     theorem (Dwork, Rothblum, Vadhan 2010) with k = 2b: b uploaded dimensions, each with sensitivity 2.
     The paper prints log(1/δ^{uc}) under the root; advanced composition has the slack δ' there (δ^{uc} >
     δ' would make ε^{uc} optimistic), so δ' is used. δ^{uc} is not clipped to 1.
@@ -473,10 +473,10 @@ def gspa_mu(local_epsilons, local_deltas=None):
     μ = √( 2 / (Σ_i (1−δ_i)/(1+e^{ε_i}) − max_i (1−δ_i)/(1+e^{ε_i})) ).
 
     Source: Chen, Cao, Ge, "A Generalized Shuffle Framework for Privacy Amplification" (GSPA, seed 003),
-    Theorem 2 and Algorithms 1–3 (also E-APES, seed 001); SPEC §3.3. The paper proves a trade-off
+    Theorem 2 and Algorithms 1–3 (also E-APES, seed 001); MATH §3.3. The paper proves a trade-off
     G_μ(α + C/√(n−1)) − C/√(n−1) with an unstated Berry–Esseen constant C and then drops that term:
     μ-GDP here is the paper's approximation ("approximately preserves μ-GDP"), **not** a privacy bound;
-    use the exact clone sum of SPEC §3.1 for a guarantee. The max term removes the worst target user
+    use the exact clone sum of MATH §3.1 for a guarantee. The max term removes the worst target user
     (its own randomizer is not a blanket for itself). Convert with :func:`jaxpriv.fdp.gdp_epsilon`.
 
     Args:
@@ -490,7 +490,7 @@ def gspa_mu(local_epsilons, local_deltas=None):
       >>> import numpy as np
       >>> from jaxpriv import fdp
       >>> from jaxpriv.shuffle import bounds
-      >>> mu = bounds.gspa_mu(np.ones(10_000))  # uniform ε₀ = 1, δ_i = 0 (SPEC §3.3)
+      >>> mu = bounds.gspa_mu(np.ones(10_000))  # uniform ε₀ = 1, δ_i = 0 (MATH §3.3)
       >>> round(float(mu), 6), round(float(fdp.gdp_epsilon(mu, 1e-6)), 4)
       (0.027271, 0.0989)
     """
@@ -504,7 +504,7 @@ def gspa_mu_composed(local_epsilons, rounds, local_deltas=None):
     """GSPA's approximate μ-GDP after T rounds: √T · μ (GDP composition of :func:`gspa_mu`; not a bound).
 
     Source: GSPA (seed 003), Algorithm 3 / its Theorem ("approximately satisfies √T μ-GDP"), using
-    μ-GDP composition (Dong, Roth & Su 2022); SPEC §3.3. Inherits the approximation of :func:`gspa_mu`.
+    μ-GDP composition (Dong, Roth & Su 2022); MATH §3.3. Inherits the approximation of :func:`gspa_mu`.
 
     Args:
       local_epsilons: per-user ε_i ≥ 0 on the last axis (n ≥ 2); leading axes are a batch.
@@ -530,7 +530,7 @@ def gspa_mu_composed(local_epsilons, rounds, local_deltas=None):
 
 
 # ----------------------------------------------------------------------------------------------------
-# Girgis et al. shuffle RDP: Theorem 1 and the simplified forms quoted by UDP-FL (SPEC §1.6)
+# Girgis et al. shuffle RDP: Theorem 1 and the simplified forms quoted by UDP-FL (MATH §1.6)
 # ----------------------------------------------------------------------------------------------------
 
 
@@ -557,7 +557,7 @@ def girgis_rdp_simplified(eps0, n, orders):
     γ(α) = log(1 + C(α, 2) · 4(e^{ε₀}−1)²/n) / (α−1), integer α ≥ 2.
 
     Source: Girgis, Data, Diggavi, Suresh, Kairouz, "On the Rényi Differential Privacy of the Shuffle
-    Model", CCS 2021, as quoted by UDP-FL (seed 002, §4.4.1, its upper-bound lemma); SPEC §1.6.
+    Model", CCS 2021, as quoted by UDP-FL (seed 002, §4.4.1, its upper-bound lemma); MATH §1.6.
     Caution: this is the simplified form UDP-FL quotes. It is the leading (j = 2) term of Girgis et al.'s
     Theorem 1 (:func:`girgis_rdp`) with n in place of n̄; the theorem adds positive j ≥ 3 terms and a
     remainder. It is **not** a guarantee: it falls below the exact Rényi divergence of shuffled binary
@@ -590,7 +590,7 @@ def girgis_rdp_lower(eps0, n, orders):
 
     Source: Girgis et al., CCS 2021, lower bound (attained by an ε₀-LDP randomizer, so no bound that holds
     for every ε₀-LDP randomizer can be below it), as quoted by UDP-FL (seed 002, §4.4.1, its lower-bound
-    lemma); SPEC §1.6. Useful as a sanity floor for any shuffle RDP upper bound.
+    lemma); MATH §1.6. Useful as a sanity floor for any shuffle RDP upper bound.
 
     Args:
       eps0: local privacy ε₀ > 0, finite (array, broadcast with ``n``; shape ``S``).
@@ -636,7 +636,7 @@ def girgis_rdp(eps0, n, orders):
     + e^{ε₀α − (n−1)/(8e^{ε₀})} ) / (α−1),  n̄ = ⌊(n−1)/(2e^{ε₀})⌋ + 1, integer α ≥ 2.
 
     Source: Girgis, Data, Diggavi, Suresh, Kairouz, "On the Rényi Differential Privacy of the Shuffle
-    Model", CCS 2021, Theorem 1 (SPEC §1.6). How the constants were fixed: the j ≥ 3 terms are
+    Model", CCS 2021, Theorem 1 (MATH §1.6). How the constants were fixed: the j ≥ 3 terms are
     the sub-Gaussian moment bound E|Z|^j ≤ j·Γ(j/2)·(2s²)^{j/2} of a mean over n̄ clones; the two public
     implementations of the theorem differ by a factor 4 in s² (a clone variable's range of
     (e^{2ε₀}−1)/e^{ε₀} or twice that). We could not settle it from the paper's text offline, so we

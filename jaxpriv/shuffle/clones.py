@@ -1,4 +1,4 @@
-"""Exact privacy amplification by shuffling through the clone reduction (SPEC §3.1).
+"""Exact privacy amplification by shuffling through the clone reduction (MATH §3.1).
 
 Feldman, McMillan & Talwar ("Hiding among the clones", FOCS 2021; arXiv:2012.12803) reduce the shuffle of
 n ε₀-DP local reports to a pair of distributions over counts. Every other user independently becomes a
@@ -22,7 +22,7 @@ How the sum is evaluated (float64, log-scaled, O(window) per ε):
   Bin(n−1, c) for any c) is summed; the window has a static size taken from the largest n of a batch and
   is masked per element by its own n. The dropped mass of C, bounded above by the Chernoff bound
   exp(−(n−1)·KL), times δ_C ≤ δ_0 = α (δ_C decreases in C: one more clone is a post-processing), is
-  **added** to δ (SPEC §0.1). It is below 1e-36 by construction (Hoeffding at 13 sd_max): present, and
+  **added** to δ (MATH §0.1). It is below 1e-36 by construction (Hoeffding at 13 sd_max): present, and
   invisible at any practical δ; only for δ ≲ 1e-30 can it dominate, and δ is then an upper bound with
   absolute slack < 1e-36.
 * **Tails along the threshold path.** a*(C+1) − a*(C) ∈ {0, 1} (because ½ ≤ t/(1+t) < 1), and
@@ -227,7 +227,7 @@ def _log_delta(eps0, eps, values, valid, log_w, dropped, anchor: int, w_rel_err=
     weights = jnp.exp(log_w - jnp.max(log_w, axis=1)[:, None])
     total = jnp.sum(weights * per_c, axis=1)
 
-    # Rounding allowance, added on the safe side (SPEC §0.1). δ_C = α b − (e^ε−1) L cancels, so its error
+    # Rounding allowance, added on the safe side (MATH §0.1). δ_C = α b − (e^ε−1) L cancels, so its error
     # scales with the magnitudes α b + (e^ε−1) L that enter it. Every b carries a relative error of about
     # u·(|log b| + c) (Loader's terms are O(|log b|) before they cancel) and the tree-shaped cumulative
     # sums about u per level. ρ_C below is 16× that estimate. Against mpmath sums (40-200 digits; n = 3·10³
@@ -317,7 +317,7 @@ def pmf_delta(eps0, lo, top, log_pmf, dropped, epsilon, w_rel_err=None):
     """δ(ε) of the clone pair (target RR at ε₀) for an arbitrary law of the clone count C (float64 arrays).
 
     Row b: Pr[C = lo_b + j] = exp(log_pmf[b, j]) for lo_b + j ≤ top_b; ``dropped[b]`` ≥ Pr[C outside
-    [lo_b, top_b]] is added times δ_0 (SPEC §0.1); ``w_rel_err`` bounds the relative error of each pmf
+    [lo_b, top_b]] is added times δ_0 (MATH §0.1); ``w_rel_err`` bounds the relative error of each pmf
     value and is absorbed into the allowance. No validation (internal; callers validate)."""
     with float64():
         anchor = pmf_sizes(int(np.max(top)))
@@ -379,7 +379,7 @@ def _run(make_kernel, shape, arrays, n_max, chunk_size, progress, what):
 
 
 def clones_delta(eps0, n, epsilon, clones: str = "fmt22", *, chunk_size=None, progress=None):
-    """Exact δ(ε) of n shuffled ε₀-DP local reports by the clone dominating pair (SPEC §3.1).
+    """Exact δ(ε) of n shuffled ε₀-DP local reports by the clone dominating pair (MATH §3.1).
 
     δ(ε) = Σ_C Pr[C] Σ_a max(0, P_C(a) − e^ε Q_C(a)), C ~ Bin(n−1, c), with P_C, Q_C the count laws of the
     module docstring (Feldman, McMillan & Talwar, "Hiding among the clones", FOCS 2021, §4 and App. E;
@@ -398,7 +398,7 @@ def clones_delta(eps0, n, epsilon, clones: str = "fmt22", *, chunk_size=None, pr
       with the same Q⁰, Q¹ — binary randomized response is the canonical member. For a general ε₀-DP
       randomizer use ``"fmt22"``.
 
-    Conservative (SPEC §0.1): C is summed over a window of ≥ 13 standard deviations and the dropped mass
+    Conservative (MATH §0.1): C is summed over a window of ≥ 13 standard deviations and the dropped mass
     (Chernoff bound, < 1e-36) is added, and so is an allowance for floating-point error (≤ 1e-10
     relative); every other approximation errs upward. Exact to ~1e-10 relative.
 
@@ -423,7 +423,7 @@ def clones_delta(eps0, n, epsilon, clones: str = "fmt22", *, chunk_size=None, pr
 
 
 def clones_epsilon(eps0, n, delta, clones: str = "fmt22", *, chunk_size=None, progress=None):
-    """Smallest ε ≥ 0 with :func:`clones_delta` (ε) ≤ δ: the exact shuffle amplification bound (SPEC §3.1).
+    """Smallest ε ≥ 0 with :func:`clones_delta` (ε) ≤ δ: the exact shuffle amplification bound (MATH §3.1).
 
     A monotone root find on log ε (bracketing, then Illinois regula falsi safeguarded by bisection; see
     :func:`jaxpriv.calibrate.solve_monotone`) with the window of C computed once per configuration.

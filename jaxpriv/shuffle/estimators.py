@@ -1,4 +1,4 @@
-"""GSPA's personalized estimators in the shuffle model: mean (Alg. 1) and frequency (Alg. 2) (SPEC §3.3).
+"""GSPA's personalized estimators in the shuffle model: mean (Alg. 1) and frequency (Alg. 2) (MATH §3.3).
 
 Chen, Cao & Ge, "A Generalized Shuffle Framework for Privacy Amplification" (GSPA, seed 003). Each user
 randomizes locally with its own budget ε_i, a shuffler permutes the reports, and the analyzer only sees
@@ -98,7 +98,7 @@ def mean_estimation(key, x, epsilon, sensitivity=1.0, *, trials=None):
     z = (1/n) Σ_i y_π(i), E[z] = (1/n) Σ_i x_i (unbiased), Var[z] = (2Δ²/n²) Σ_i 1/ε_i² (exact: the
     noises are independent with variance 2(Δ/ε_i)²). Each report is ε_i-LDP when the values lie in an
     interval of length Δ (checked: max x − min x ≤ Δ). Source: GSPA (seed 003), Alg. 1 and Thm 3;
-    SPEC §3.3. Sampling in float64 (scoped; x64 need not be on).
+    MATH §3.3. Sampling in float64 (scoped; x64 need not be on).
 
     Args:
       key: a JAX PRNG key.
@@ -166,7 +166,7 @@ def frequency_estimation(key, x, epsilon, *, trials=None):
     E[z] = Σ_i w_i x_i / Σ_i w_i, w_i = tanh(ε_i/2) — equal to c = mean(x) when the budgets are equal or
     independent of the data, biased otherwise (the paper states E(z) = c without that condition);
     Var[z] = Σ_i e^{ε_i}/(1 + e^{ε_i})² / (n − 2B)². Source: GSPA (seed 003), Alg. 2 and Thm 4;
-    SPEC §3.3. The coins are float64 uniforms (scoped; x64 need not be on).
+    MATH §3.3. The coins are float64 uniforms (scoped; x64 need not be on).
 
     Args:
       key: a JAX PRNG key.

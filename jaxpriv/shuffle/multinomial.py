@@ -1,4 +1,4 @@
-"""The exact multinomial clone pair of GSPA / E-APES and its computable Berry–Esseen bound (SPEC §3.3).
+"""The exact multinomial clone pair of GSPA / E-APES and its computable Berry–Esseen bound (MATH §3.3).
 
 In the GSPA / E-APES model (seeds 001 and 003) every other user i becomes a clone of the target's x⁰
 with probability p_i/2, of x¹ with probability p_i/2, and is uninformative otherwise, where
@@ -106,7 +106,7 @@ def _check_delta_max(delta_max) -> np.ndarray:
 
 
 def clone_probabilities(local_epsilons, local_deltas=None) -> np.ndarray:
-    """p_i = 2(1 − δ_i)/(1 + e^{ε_i}), the GSPA / E-APES clone probability of user i (SPEC §3.1, §3.3).
+    """p_i = 2(1 − δ_i)/(1 + e^{ε_i}), the GSPA / E-APES clone probability of user i (MATH §3.1, §3.3).
 
     Source: GSPA (seed 003) Theorem 1 / Lemma 1 and E-APES (seed 001) Lemma 2, Eq. (9): user i's
     output is a mixture with weight (1 − δ_i)/(1 + e^{ε_i}) on each of the target's two components.
@@ -290,7 +290,7 @@ def _lattice_args(win: _Window):
 
 
 def lattice_logpmf(p, log_pmf_count=None) -> LatticeLaw:
-    """Exact log-pmf of (ξ₀, ξ₁) = Σ_i MultiBern(p_i/2, p_i/2, 1 − p_i) (SPEC §3.3).
+    """Exact log-pmf of (ξ₀, ξ₁) = Σ_i MultiBern(p_i/2, p_i/2, 1 − p_i) (MATH §3.3).
 
     Pr[ξ₀ = a, ξ₁ = b] = Pr[C = a + b]·Bin(a; a + b, ½), C ~ Poisson-binomial(p), with log Pr[C = c]
     from :func:`jaxpriv.shuffle.poisson_binomial_logpmf` (or ``log_pmf_count``) and the binomial log-pmf
@@ -457,7 +457,7 @@ def gaussian_cell_masses(p, offset: int, size: int, budget: float = 1e-13):
     """Masses of the matched Gaussian (E-APES Lemma 3) on the unit cells centred on the lattice window.
 
     Cell (i, j) = [offset + i − ½, offset + i + ½] × [offset + j − ½, offset + j + ½]. The Gaussian has
-    mean (Σp/2, Σp/2), variances Σ(p/2)(1 − p/2) and covariance −Σp²/4 (SPEC §3.3). Each mass is
+    mean (Σp/2, Σp/2), variances Σ(p/2)(1 − p/2) and covariance −Σp²/4 (MATH §3.3). Each mass is
     ∫ φ_X(u)·[Φ((y + ½ − E[Y|u])/s) − Φ((y − ½ − E[Y|u])/s)] du over the cell's x-interval, by a
     Gauss–Legendre rule whose order is chosen from a proven analytic error bound (see
     ``_quad_error_bound``), in a jitted kernel on a statically padded window.
@@ -495,7 +495,7 @@ def lattice_gaussian_tv(p, *, return_parts: bool = False):
     """Upper bound τ on the total variation between the lattice law and the discretised matched Gaussian.
 
     Source: E-APES (seed 001) Lemma 3 and GSPA (seed 003) Lemma 2 assert ‖P̃ − Q̃‖_TV ≤ C/√m with an
-    unknown C; SPEC §3.3 (a) replaces it by a number. A lattice law and a continuous Gaussian are at TV
+    unknown C; MATH §3.3 (a) replaces it by a number. A lattice law and a continuous Gaussian are at TV
     distance 1, so the Gaussian is first discretised: every lattice point k ∈ ℤ² receives the Gaussian
     mass Q_k of its unit cell [k₀ ± ½] × [k₁ ± ½] (the cells tile ℝ²). Discretising is post-processing,
     so T(P_d, Q_d) ≥ T(N(μ₀, Σ), N(μ₁, Σ)) = G_μ and the proof of Theorem 3 goes through with
@@ -564,7 +564,7 @@ def gspa_eq14(p):
     sup_{(k₀, k₁)} |Pr[ξ₀ = k₀, ξ₁ = k₁] − h(k₀, k₁)| with
     h(k₀, k₁) = G(k₀ + ½, k₁ + ½) − G(k₀ + ½, k₁) − G(k₀, k₁ + ½) + G(k₀, k₁), G the CDF of the matched
     Gaussian, i.e. h is the Gaussian mass of the ½ × ½ box [k₀, k₀ + ½] × [k₁, k₁ + ½]. Both the quarter
-    box and the sup (instead of ½Σ) are the paper's; SPEC §3.3 records that this is not a total-variation
+    box and the sup (instead of ½Σ) are the paper's; MATH §3.3 records that this is not a total-variation
     distance (it is neither ≥ nor ≤ the TV in general) and it must not be used as τ.
 
     The sup is taken over the window of :func:`lattice_logpmf` (outside it both terms are < 1e-40), in
@@ -603,7 +603,7 @@ def gspa_eq14(p):
 def eapes_mu(p) -> np.float64:
     """μ = 2/√(Σ_i p_i) (E-APES Theorem 2 / GSPA Lemma 3: T(N(μ₀, Σ), N(μ₁, Σ)) = G_μ).
 
-    Equal to SPEC §3.3's √(2/Σ(1 − δ_i)/(1 + e^{ε_i})) over the other users.
+    Equal to MATH §3.3's √(2/Σ(1 − δ_i)/(1 + e^{ε_i})) over the other users.
 
     Args:
         p: 1-D array of the other users' clone probabilities p_i ∈ (0, 1].
@@ -614,7 +614,7 @@ def eapes_mu(p) -> np.float64:
     Example:
         >>> import numpy as np
         >>> from jaxpriv.shuffle.multinomial import clone_probabilities, eapes_mu
-        >>> round(float(eapes_mu(clone_probabilities(np.ones(9999)))), 6)  # SPEC §3.3's reference
+        >>> round(float(eapes_mu(clone_probabilities(np.ones(9999)))), 6)  # MATH §3.3's reference
         0.027271
     """
     p = _check_p(p)
@@ -693,7 +693,7 @@ def _batched(kernel, mu: float, shape, *arrays) -> np.ndarray:
 
 
 def eapes_tradeoff(alpha, p, tau, delta_max):
-    """E-APES Theorem 3 (GSPA Theorem 2) trade-off lower bound with a computed τ (SPEC §3.3).
+    """E-APES Theorem 3 (GSPA Theorem 2) trade-off lower bound with a computed τ (MATH §3.3).
 
     T(α) ≥ δ_max(1 − α) + (1 − δ_max)·max(0, G_μ(min(α + τ, 1)) − τ),  μ = 2/√(Σ p_i),
 
@@ -725,10 +725,10 @@ def eapes_tradeoff(alpha, p, tau, delta_max):
 
 
 def eapes_delta(p, tau, delta_max, epsilon):
-    """δ(ε) implied by E-APES Theorem 3 with a computed τ — a rigorous upper bound (SPEC §3.3, §3.1).
+    """δ(ε) implied by E-APES Theorem 3 with a computed τ — a rigorous upper bound (MATH §3.3, §3.1).
 
     Accounting (conservative in δ_max): the target's δ_max mass is treated as fully revealing,
-    δ(ε) = δ_max + (1 − δ_max)·δ_g(ε) (the SPEC §3.1 rule δ_t + (1 − δ_t)·δ_pure). This dominates the
+    δ(ε) = δ_max + (1 − δ_max)·δ_g(ε) (the MATH §3.1 rule δ_t + (1 − δ_t)·δ_pure). This dominates the
     conversion of :func:`eapes_tradeoff`'s mixture: for f = δ_m(1 − α) + (1 − δ_m)g,
     sup_α[1 − f(α) − e^ε α] = sup_α[(1 − δ_m)(1 − g(α)) − (e^ε − δ_m)α] ≤ (1 − δ_m)δ_g(ε), since
     e^ε − δ_m ≥ (1 − δ_m)e^ε for ε ≥ 0.

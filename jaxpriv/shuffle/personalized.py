@@ -1,4 +1,4 @@
-"""Exact shuffle amplification for personalized local budgets (SPEC §3.1 "Personalized", §3.2).
+"""Exact shuffle amplification for personalized local budgets (MATH §3.1 "Personalized", §3.2).
 
 The clone reduction of :mod:`jaxpriv.shuffle.clones` with heterogeneous clone probabilities: the target
 t answers binary randomized response at its ε_t (q_t = e^{ε_t}/(1+e^{ε_t})), every other user i is,
@@ -13,14 +13,14 @@ Models (``model``):
   class): c_i = 2(1−δ_i)/(1+e^{ε_i}); the target's own δ_t adds on top: δ_total(ε) = δ_t +
   (1−δ_t)·δ_pure(ε). With equal budgets and δ_i = 0 this is ``clones_epsilon(ε₀, n, δ, "strong")``.
 * ``"apes"`` (APES / Echo of Neighbors, seed 000, pure ε_i-LDP): user i ≠ t becomes a clone with
-  probability c_i = p̄_i = Σ_j p_ij / n, p_ij the echo probabilities of SPEC §3.2, and the target
+  probability c_i = p̄_i = Σ_j p_ij / n, p_ij the echo probabilities of MATH §3.2, and the target
   answers RR at ε* = max_j ε_j. The clone count is C ~ Poisson-binomial(p̄_i, i ≠ t). The paper's
   display writes |T| ~ Σ_{i≠t} Σ_j Bern(p_ij/n) instead; this is why that is not the law of C
   (proof sketch):
 
   1. Users randomize independently, so C = Σ_{i≠t} 1[user i's report is a clone], a sum of independent
      indicators, one per user: whatever each indicator's probability, C is Poisson-binomial.
-  2. The clone reduction (FMT22 Thm 3.1; SPEC §3.1) needs each other user's output law written as one
+  2. The clone reduction (FMT22 Thm 3.1; MATH §3.1) needs each other user's output law written as one
      mixture μ_i = c_i/2·ρ + c_i/2·ρ' + (1 − c_i)·γ_i with ρ, ρ' the target's two (degraded) output
      laws. Lemma 5 (Eq. 4) gives exactly that, with weights averaged over the target's unknown budget
      index j (budgets are shuffled): μ_i = (1/n) Σ_j [p_ij/2·ρ + p_ij/2·ρ' + (1 − p_ij)·γ_i], i.e.
@@ -43,7 +43,7 @@ Models (``model``):
 Worst case vs per user (``per_user``):
 
 * ``per_user=False``: one central ε valid for every user: the target gets the largest ε_t (and the
-  largest δ_t), and C = Poisson-binomial of all users except the one with the largest c_i (SPEC §3.1:
+  largest δ_t), and C = Poisson-binomial of all users except the one with the largest c_i (MATH §3.1:
   stochastically smallest of all leave-one-out counts; δ_C decreases in C, and RR at a larger ε
   dominates, so this δ(ε) bounds every target's).
 * ``per_user=True``: ε_t^c for each user t from its own q_t and C over the others; users with equal
@@ -155,7 +155,7 @@ def _validate(local_epsilons, delta, model, local_deltas):
 
 def personalized_epsilon(local_epsilons, delta, model: str = "gspa", local_deltas=None, per_user: bool = False,
                          *, grid_rtol: float = 1e-3, max_groups: int = 512):
-    """Central ε of shuffled reports with personalized local budgets by the exact clone sum (SPEC §3.1).
+    """Central ε of shuffled reports with personalized local budgets by the exact clone sum (MATH §3.1).
 
     See the module docstring for the two models, the worst-case/per-user choice and the binning.
 

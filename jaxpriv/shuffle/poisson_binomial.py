@@ -1,5 +1,5 @@
 """Log pmf of a Poisson-binomial count (sum of independent Bernoulli(p_i)) over a window, with every
-value accurate to ~1e-13 relative, even far in the tails (SPEC §3.1, personalized clone counts).
+value accurate to ~1e-13 relative, even far in the tails (MATH §3.1, personalized clone counts).
 
 Method: **exponentially tilted FFT**. Equal probabilities are grouped (a group is a Binomial). The count
 X = Σ Bern(p_i) has the characteristic function φ(ω) = Π_g (1 + p_g(e^{iω} − 1))^{m_g}, evaluated in
@@ -14,7 +14,7 @@ the smallest error estimate is used.
 
 Window: [lo, hi] = mean ± (13 sd + 32), clipped to the support. The mass outside is bounded by the
 Chernoff bound exp(K(θ) − θ·a) at the saddle point of each edge (≈ e^{−84}) and returned as
-``dropped``, which a privacy caller adds to δ (SPEC §0.1). The circle of the FFT has at least twice the
+``dropped``, which a privacy caller adds to δ (MATH §0.1). The circle of the FFT has at least twice the
 window's length, so wrapped-around tilted mass reaching the window is < e^{−300} relative.
 
 Error estimate (``rel_err``, per value): eps·(8 log₂N + 32) Σ|φ_θ|/N for the FFT, eps·(16 + G)·Σ|φ_θ|

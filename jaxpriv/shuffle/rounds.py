@@ -1,8 +1,8 @@
-"""Central ε of many shuffle rounds, three ways side by side (SPEC §3, §7).
+"""Central ε of many shuffle rounds, three ways side by side (MATH §3, §7).
 
 Each round of APES/S-APES, GSPA, E-APES or UDP-FL releases one shuffled report per user (per uploaded
 dimension for S-APES). The seeds compose rounds with loose tools; jaxpriv has the exact one-round
-dominating pair (:mod:`jaxpriv.shuffle.clones`, SPEC §3.1), whose privacy loss distribution is finite,
+dominating pair (:mod:`jaxpriv.shuffle.clones`, MATH §3.1), whose privacy loss distribution is finite,
 so T rounds × b dimensions compose by the PLD accountant (:mod:`jaxpriv.accounting`) with no slack but
 its certified discretisation:
 
@@ -59,8 +59,8 @@ def rounds_epsilon(local_epsilons, delta, rounds, *, dims: int = 1, model: str =
     """Central ε after ``rounds`` × ``dims`` shuffled releases, by the PLD-composed exact clone pair.
 
     Each release is one round of :class:`jaxpriv.events.Shuffled` with these personalized budgets (the
-    clone reduction, SPEC §3.1; GSPA/E-APES or APES/EoN model), and the T·b releases compose by the PLD
-    accountant (SPEC §7): the upper end of its certified interval is returned.
+    clone reduction, MATH §3.1; GSPA/E-APES or APES/EoN model), and the T·b releases compose by the PLD
+    accountant (MATH §7): the upper end of its certified interval is returned.
 
     Worst case (``per_user=False``): the target answers at max ε_i, and the clone count is the
     Poisson-binomial of every user but the one with the largest clone probability (valid for every

@@ -1,6 +1,6 @@
 """Per-example gradient clipping for Flax NNX models: the clipped *sum* of DP-SGD and its sensitivity.
 
-DP-SGD (SPEC §6; Abadi et al. 2016, Alg. 1) clips every example's gradient g_i to L2 norm C and sums,
+DP-SGD (MATH §6; Abadi et al. 2016, Alg. 1) clips every example's gradient g_i to L2 norm C and sums,
 Σ_i g_i · min(1, C/‖g_i‖), so that adding or removing one example moves the sum by at most C (the
 sensitivity the noise is calibrated to). Per-layer clipping (McMahan et al. 2018, §3) clips each layer's
 slice g_{l,i} to C_l instead, for a total sensitivity √(Σ_l C_l²).
@@ -109,7 +109,7 @@ def _name(path) -> str:
 def check_per_example(model) -> None:
     """Raise ``ValueError`` naming the first layer that breaks per-example gradients.
 
-    DP-SGD's sensitivity argument (SPEC §6) needs each example's loss to depend on that example only.
+    DP-SGD's sensitivity argument (MATH §6) needs each example's loss to depend on that example only.
     ``nnx.BatchNorm`` (and any layer holding ``nnx.BatchStat`` state) normalises over the batch, so
     one example's gradient depends on the others and clipping it bounds nothing.
 
@@ -749,7 +749,7 @@ def clipped_grad_sum(loss_fn: Callable, model, inputs, labels, *, clip_norm, mas
                      method: str = "auto", norm: str = "l2") -> ClippedGradient:
     """Sum of per-example gradients clipped in L2 (or L1) norm, with its sensitivity (DP-SGD's clipped sum).
 
-    Σ_{i: mask_i} g_i · min(1, C/‖g_i‖), g_i = ∇θ ℓ(θ; x_i, y_i) (Abadi et al. 2016, Alg. 1; SPEC §6);
+    Σ_{i: mask_i} g_i · min(1, C/‖g_i‖), g_i = ∇θ ℓ(θ; x_i, y_i) (Abadi et al. 2016, Alg. 1; MATH §6);
     per-layer: each layer's slice clipped to C_l (McMahan et al. 2018), sensitivity √(Σ_l C_l²). Noise
     is added and the sum divided by the expected batch size elsewhere (``jaxpriv.train.noise``).
     Ghost norms: Li et al. 2022 §4 (Gram trick), Bu et al. 2023 (book-keeping); see the module docstring.

@@ -1,5 +1,5 @@
 """Optax noise transforms for DP-SGD: add a mechanism's noise to the clipped gradient sum, then normalise
-(SPEC §6; DESIGN "One primitive, many callers").
+(MATH §6; one primitive, many callers).
 
 Each transform receives the *sum* of clipped per-example gradients (any pytree: a dict, a Flax
 ``nnx.State``, …), adds i.i.d. noise of its mechanism to every leaf, and divides by ``normalize_by``,
@@ -102,7 +102,7 @@ def _noise_transform(draw: Callable, seed, normalize_by) -> optax.GradientTransf
 
 def gaussian_noise(stddev, *, seed, normalize_by=1.0) -> optax.GradientTransformation:
     """Add N(0, stddev²) to every leaf of the update (the clipped gradient sum), then divide by
-    ``normalize_by``: DP-SGD's Gaussian noise (Abadi et al. 2016, Alg. 1; SPEC §6).
+    ``normalize_by``: DP-SGD's Gaussian noise (Abadi et al. 2016, Alg. 1; MATH §6).
 
     With clip norm C and noise multiplier σ, ``stddev = σC`` and ``normalize_by = qN``; the result has
     noise standard deviation σC/(qN). Noise from :func:`jaxpriv.mechanisms.gaussian.sample`.
@@ -129,7 +129,7 @@ def gaussian_noise(stddev, *, seed, normalize_by=1.0) -> optax.GradientTransform
 
 
 def laplace_noise(scale, *, seed, normalize_by=1.0) -> optax.GradientTransformation:
-    """Add Lap(scale) noise to every leaf of the update, then divide by ``normalize_by`` (SPEC §6,
+    """Add Lap(scale) noise to every leaf of the update, then divide by ``normalize_by`` (MATH §6,
     UDP-FL's Laplace clients). Noise from :func:`jaxpriv.mechanisms.laplace.sample`; its standard
     deviation after normalisation is √2·scale/normalize_by.
 
@@ -155,7 +155,7 @@ def laplace_noise(scale, *, seed, normalize_by=1.0) -> optax.GradientTransformat
 
 def staircase_noise(epsilon, gamma=None, sensitivity=1.0, *, seed, normalize_by=1.0) -> optax.GradientTransformation:
     """Add staircase noise (Geng & Viswanath) to every leaf of the update, then divide by
-    ``normalize_by`` (SPEC §4.2, §6; UDP-FL's Staircase clients).
+    ``normalize_by`` (MATH §4.2, §6; UDP-FL's Staircase clients).
 
     Noise from :func:`jaxpriv.mechanisms.staircase.sample` with privacy ε, shape γ (``None``: the
     optimal γ* = 1/(1 + e^{ε/2})) and sensitivity Δ.

@@ -1,4 +1,4 @@
-"""Poisson sampling on device, with fixed-shape padded batches (SPEC §6, DP-SGD).
+"""Poisson sampling on device, with fixed-shape padded batches (MATH §6, DP-SGD).
 
 Every step includes record i independently with probability q_i: one rate for all records (DP-SGD),
 or one per record (IDP-SGD "Sample", rPDP-FL). The realised batch has a random size, but a jitted step
@@ -43,7 +43,7 @@ def _check_rates(rates) -> np.ndarray:
 
 
 def expected_batch_size(rates) -> float:
-    """Expected batch size Σ_i q_i of Poisson sampling: the normaliser of DP-SGD's noisy sum (SPEC §6;
+    """Expected batch size Σ_i q_i of Poisson sampling: the normaliser of DP-SGD's noisy sum (MATH §6;
     never the realised size, which would leak through the division).
 
     Args:
@@ -152,8 +152,8 @@ class PoissonSampler:
     """Poisson sampling of record indices with per-record rates, padded to fixed bucket sizes.
 
     The draw runs on device (one uint32 per record); only the realised size crosses to the host, to
-    pick the bucket. Source: DP-SGD with Poisson sampling (Abadi et al. 2016; SPEC §6); per-record rates
-    as in IDP-SGD "Sample" (Boenisch et al. 2023) and rPDP-FL (Liu et al., SPEC §6).
+    pick the bucket. Source: DP-SGD with Poisson sampling (Abadi et al. 2016; MATH §6); per-record rates
+    as in IDP-SGD "Sample" (Boenisch et al. 2023) and rPDP-FL (Liu et al., MATH §6).
 
     Args:
       rates: scalar rate shared by ``n`` records, or a 1-D array with one rate per record, in [0, 1].
