@@ -1,11 +1,11 @@
 """Validation of concrete numbers with numpy only: a ``ValueError`` that names the parameter and its valid
-range (SPEC §0.4). :func:`jaxpriv._numerics.check_array` adds the tracer rule and the JAX conversion."""
+range (MATH §0.4). :func:`jaxpriv._numerics.check_array` adds the tracer rule and the JAX conversion."""
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["check_values", "in_range", "range_text"]
+__all__ = ["check_scalar", "check_values", "in_range", "range_text"]
 
 
 def in_range(xp, v, lo, hi, *, lo_open=False, hi_open=False, integer=False, allow_inf=False):
@@ -68,3 +68,10 @@ def check_values(
         first = float(arr[np.floor(arr) != arr].flat[0])
         raise ValueError(f"{name} must be an integer, got {first!r}")
     return arr
+
+
+def check_scalar(name: str, value, lo: float, hi: float, **rules) -> float:
+    """:func:`check_values` for a parameter that must be one number (not an array): returns it as a float."""
+    if np.ndim(value) != 0:
+        raise ValueError(f"{name} must be a single number, got an array of shape {np.shape(value)}")
+    return float(check_values(name, value, lo, hi, **rules))

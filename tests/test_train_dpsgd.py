@@ -52,7 +52,7 @@ def test_accountant_epsilon_is_the_core_epsilon():
 
 
 def test_accountant_reference_value():
-    # SPEC §1.8 reference: q = 0.01, σ = 1.1, T = 10⁴, δ = 1e-5 → ε ≤ 5.632010670 (dp_accounting's)
+    # MATH §1.8 reference: q = 0.01, σ = 1.1, T = 10⁴, δ = 1e-5 → ε ≤ 5.632010670 (dp_accounting's)
     eps = GroupAccountant([0.01], [1.1], DELTA, steps=10_000).epsilon()[0]
     assert eps <= 5.632010670 and eps == pytest.approx(5.632, abs=5e-4)
 
@@ -351,7 +351,7 @@ def test_bad_train_arguments():
     with pytest.raises(ValueError, match="config must be a DPSGDConfig"):
         train(model, optax.sgd(0.1), d, {"epochs": 1}, progress=False)
     broken = dataclasses.replace(d, y_test=d.y_test[:-1])
-    with pytest.raises(ValueError, match="data must hold"):
+    with pytest.raises(ValueError, match="x_test and y_test must hold the same number of examples"):
         train(model, optax.sgd(0.1), broken, config, progress=False)
 
 

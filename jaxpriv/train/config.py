@@ -10,11 +10,14 @@ import numpy as np
 
 from .._checks import check_values
 
-__all__ = ["DPSGDConfig", "check_config", "MECHANISMS", "PERSONALIZATION"]
+__all__ = ["DPSGDConfig", "check_config", "MECHANISMS", "PERSONALIZATION", "LOSSES"]
 
 PERSONALIZATION = ("sample", "scale")
 #: Noise mechanisms of :class:`DPSGDConfig` (see :mod:`jaxpriv.train.dpsgd` for how each is accounted).
 MECHANISMS = ("gaussian", "laplace", "staircase")
+#: Built-in training losses of :class:`DPSGDConfig` (``loss``): softmax cross-entropy on integer class labels,
+#: or the mean squared error of a regression (:func:`jaxpriv.train.dpsgd.mse_loss`).
+LOSSES = ("cross_entropy", "mse")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -40,6 +43,10 @@ class DPSGDConfig:
         ``noise_multiplier`` is then the Laplace scale per unit L1 sensitivity b, and per-record budgets
         are not supported), or ``"staircase"`` (L1 clipping, per-coordinate staircase noise with γ*;
         ``noise_multiplier`` is then the per-step ε₀; accounted over the model's d parameters).
+      loss: ``"cross_entropy"`` (default; a classifier's logits and integer labels, evaluated by accuracy
+        and cross-entropy) or ``"mse"`` (regression: per-example mean squared error over the outputs,
+        evaluated by the test MSE; the reported accuracy is NaN). A ``loss_fn`` given to
+        :func:`~jaxpriv.train.dpsgd.train` replaces the training loss, not the evaluation.
     """
 
     epochs: int = 30
@@ -55,6 +62,7 @@ class DPSGDConfig:
     microbatch_size: int | None = None
     eval_batch_size: int = 512
     mechanism: str = "gaussian"
+    loss: str = "cross_entropy"
 
     def to_json(self) -> dict:
         """The scalar fields as JSON values; the budgets as their count and SHA-256 (they can be long)."""
@@ -94,6 +102,8 @@ def check_config(config: DPSGDConfig, n: int) -> None:
         check_values("noise_multiplier", config.noise_multiplier, 0.0, np.inf, lo_open=True)
     if config.mechanism not in MECHANISMS:
         raise ValueError(f"mechanism must be one of {MECHANISMS}, got {config.mechanism!r}")
+    if config.loss not in LOSSES:
+        raise ValueError(f"loss must be one of {LOSSES}, got {config.loss!r}")
     if config.mechanism != "gaussian" and config.budgets is not None:
         raise ValueError(f"per-record budgets (IDP-SGD) are Gaussian-only: use mechanism 'gaussian', got "
                          f"{config.mechanism!r}")

@@ -1,4 +1,4 @@
-"""DP-SGD on Flax NNX + Optax, with the privacy accounted in the loop (SPEC §5, §6).
+"""DP-SGD on Flax NNX + Optax, with the privacy accounted in the loop (MATH §5, §6).
 
 One step (Abadi et al. 2016, with Poisson sampling as analysed by Mironov, Talwar, Zhang 2019):
 Poisson-sample a batch (:mod:`jaxpriv.train.sampling`, padded to a fixed bucket with a mask), clip each
@@ -9,17 +9,17 @@ static), compiled once per bucket size.
 
 Privacy is planned before training (:func:`plan_privacy`) and accounted after every epoch
 (:class:`GroupAccountant`). Records are grouped by their (rate, noise multiplier); each group's ε is
-the exact RDP of the Poisson-subsampled Gaussian (SPEC §1.3) composed over the steps taken (§1.7) and
+the exact RDP of the Poisson-subsampled Gaussian (MATH §1.3) composed over the steps taken (§1.7) and
 converted (§1.8) by the core's own kernel, :func:`jaxpriv.dpsgd_epsilon`. Configurations:
 
 * **target ε** — σ calibrated to ε for the planned number of steps (:func:`jaxpriv.calibrate.noise_multiplier`);
   or, when σ is given too, the rate q (:func:`jaxpriv.calibrate.sampling_rate`);
 * **fixed σ** — no target; ε is reported;
-* **per-record budgets**, IDP-SGD (Boenisch et al. 2023, "Have it your way"; SPEC §5) with exact inversion:
+* **per-record budgets**, IDP-SGD (Boenisch et al. 2023, "Have it your way"; MATH §5) with exact inversion:
 
   - ``"sample"``: one σ for everyone, per-group rates q_g with ε_g(q_g, σ, T) = budget_g; σ is solved so
     that the mean rate Σ_i q_i / N equals the batch rate B/N (the expected batch size is unchanged).
-    With σ given, σ is kept and only the q_g are calibrated (rPDP-FL's per-record rates, SPEC §6).
+    With σ given, σ is kept and only the q_g are calibrated (rPDP-FL's per-record rates, MATH §6).
   - ``"scale"``: one rate q = B/N for everyone and per-group noise multipliers σ_g = σ(budget_g; q, T).
     A single Gaussian noise of std s is added to the sum, so σ_g is realised through a per-group clip
     norm C_g = s/σ_g (the noise multiplier of a record is the noise std over its sensitivity); s is set
@@ -37,8 +37,8 @@ is Σ_i f(|v_i|), f(t) = ρ_Lap(α; b·C/t) the 1-D curve at shift t. f is conve
 functions of t with positive weights (convex), and f ≥ 0 = f(0) makes it non-decreasing on [0, ∞). So
 v ↦ Σ_i f(|v_i|) is convex (a convex non-decreasing function of the convex |v_i|), and its maximum over
 the L1 ball (a polytope) is at a vertex ±C·e_i: the worst case is the 1-D curve ρ_Lap(α; b)
-(:func:`jaxpriv.rdp.laplace`, SPEC §1.2; b is the Laplace scale per unit of L1 sensitivity, the role
-σ plays for the Gaussian). T steps compose :func:`jaxpriv.rdp.subsampled` (Zhu & Wang 2019, SPEC §1.4)
+(:func:`jaxpriv.rdp.laplace`, MATH §1.2; b is the Laplace scale per unit of L1 sensitivity, the role
+σ plays for the Gaussian). T steps compose :func:`jaxpriv.rdp.subsampled` (Zhu & Wang 2019, MATH §1.4)
 of that curve, converted with the improved conversion (§1.8); a target ε calibrates b with
 :func:`jaxpriv.mechanisms.harmonizer.harmonize` (the same accounting, solved conservatively).
 
@@ -78,7 +78,7 @@ from flax import nnx
 from .. import calibrate, rdp
 from ..accountant import dpsgd_epsilon
 from .._numerics import check_array, check_orders, float64
-from .config import MECHANISMS, DPSGDConfig, check_config
+from .config import LOSSES, MECHANISMS, DPSGDConfig, check_config
 from .sampling import PoissonSampler
 
 __all__ = [
@@ -90,6 +90,7 @@ __all__ = [
     "plan_privacy",
     "train",
     "cross_entropy_loss",
+    "mse_loss",
     "make_evaluator",
     "padded_test_set",
     "plot_learning_curve",
@@ -169,10 +170,10 @@ def _sample_mode_sigma(budgets, counts, mean_rate, steps, delta, orders) -> floa
 
 
 def plan_privacy(config: DPSGDConfig, n: int, dimension: int | None = None) -> PrivacyPlan:
-    """Calibrate the run's rates, noise multipliers and clip norms before training (SPEC §5, §6).
+    """Calibrate the run's rates, noise multipliers and clip norms before training (MATH §5, §6).
 
     T = epochs · round(N / batch_size) steps are planned; each group's ε at T steps is ≤ its budget
-    (calibration is conservative, SPEC §5). See the module docstring for the configurations.
+    (calibration is conservative, MATH §5). See the module docstring for the configurations.
 
     Args:
       config: the run's :class:`DPSGDConfig`.
@@ -292,14 +293,14 @@ class GroupAccountant:
     """Per-group RDP accountant of DP-SGD: group g takes T steps of the Poisson-subsampled Gaussian with
     rate q_g and noise multiplier σ_g (the clipped sum has sensitivity C_g and noise std σ_g·C_g).
 
-    ε_g = min_α [T·ρ_PoiSG(α; q_g, σ_g) + improved conversion] (SPEC §1.3, §1.7, §1.8), evaluated by
+    ε_g = min_α [T·ρ_PoiSG(α; q_g, σ_g) + improved conversion] (MATH §1.3, §1.7, §1.8), evaluated by
     :func:`jaxpriv.dpsgd_epsilon` itself — the core's kernel, so the trainer's ε is the core's ε for the
     same events, to the last bit. All steps of a run are alike, so the state is the step count.
 
     With ``mechanism="laplace"`` the step is the Poisson-subsampled d-dimensional Laplace with L1
     sensitivity 1 and scale b_g = ``sigmas[g]``, whose worst case is the 1-D curve (module docstring):
     ε_g = improved conversion of T·:func:`jaxpriv.rdp.subsampled` (q_g, :func:`jaxpriv.rdp.laplace`
-    (b_g)) (Zhu & Wang 2019 at integer orders, its convexity chord between them; SPEC §1.2, §1.4).
+    (b_g)) (Zhu & Wang 2019 at integer orders, its convexity chord between them; MATH §1.2, §1.4).
 
     Args:
       rates, sigmas: per-group q_g ∈ [0, 1] and σ_g > 0 (1-D, same length); b_g for ``"laplace"``.
@@ -333,7 +334,7 @@ class GroupAccountant:
         self.steps = int(check_array("steps", steps, 0.0, np.inf, integer=True))
         self.rates, self.sigmas, self.mechanism = rates, sigmas, mechanism
         self._curve = None
-        if mechanism == "laplace":  # one step's curve (G, K); T steps compose to T times it (SPEC §1.7)
+        if mechanism == "laplace":  # one step's curve (G, K); T steps compose to T times it (MATH §1.7)
             self._curve = rdp.subsampled(rates, lambda a: rdp.laplace(sigmas, a), self.orders)
         elif mechanism == "staircase":  # per-coordinate staircase, L1 sensitivity 1 over d coordinates
             from ..mechanisms import staircase
@@ -385,6 +386,35 @@ def cross_entropy_loss(model, inputs, labels, key=None):
       (5,)
     """
     return optax.softmax_cross_entropy_with_integer_labels(model(inputs), labels)
+
+
+def _squared_errors(outputs, targets):
+    """Per-example mean squared error between outputs (B, ...) and targets (B, ...) of as many numbers."""
+    batch = outputs.shape[0]
+    outputs, targets = outputs.reshape(batch, -1), targets.reshape(batch, -1)
+    if outputs.shape != targets.shape:
+        raise ValueError(f"mse_loss: the model gives {outputs.shape[1]} output(s) per example but the targets hold "
+                         f"{targets.shape[1]}; make them match (e.g. a final nnx.Linear(..., {targets.shape[1]}))")
+    return jnp.mean(jnp.square(outputs - targets.astype(outputs.dtype)), axis=1)
+
+
+def mse_loss(model, inputs, targets, key=None):
+    """Per-example mean squared error of a regression model, in the clipping interface
+    ``loss_fn(model, inputs, targets, key) → (B,)``: ℓ_i = (1/k) Σ_j (f(x_i)_j − y_ij)² over the k outputs
+    (the per-example form of ``optax.squared_error`` averaged over outputs). The model's outputs and the
+    targets may have any shapes with k numbers per example: ``(B,)``, ``(B, 1)`` and ``(B, k)`` all work.
+    ``key`` is unused. ``DPSGDConfig(loss="mse")`` trains with it.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from flax import nnx
+      >>> from jaxpriv.train.dpsgd import mse_loss
+      >>> model = nnx.Linear(3, 1, rngs=nnx.Rngs(0))
+      >>> model.kernel[...], model.bias[...] = jnp.ones((3, 1)), jnp.zeros(1)
+      >>> mse_loss(model, jnp.ones((2, 3)), jnp.array([3.0, 1.0])).tolist()  # outputs 3 and 3
+      [0.0, 4.0]
+    """
+    return _squared_errors(model(inputs), targets)
 
 
 class MLP(nnx.Module):
@@ -585,7 +615,7 @@ def _seeds(seed: int) -> tuple[int, int, int]:
     return tuple(int(s) for s in np.random.SeedSequence(seed).generate_state(3))
 
 
-def _make_step(graphdef, rest, tx, loss_fn, config: DPSGDConfig, clip: float | None, norm: str = "l2"):
+def _make_step(graphdef, rest, tx, loss_fn, microbatch_size: int | None, clip: float | None, norm: str = "l2"):
     """The jitted DP-SGD step (graphdef, loss, optimizer and a single clip norm static; compiled per bucket).
 
     ``clip`` is the one clip norm, or None for per-record clip norms ("scale"): then the sampled records'
@@ -598,7 +628,7 @@ def _make_step(graphdef, rest, tx, loss_fn, config: DPSGDConfig, clip: float | N
         xb, yb = x[indices], y[indices]
         clip_norm = clip if clip is not None else record_clip[indices]
         grads = split_clipped_grad_sum(loss_fn, graphdef, params, rest, xb, yb, key=key, clip_norm=clip_norm,
-                                       mask=mask, microbatch_size=config.microbatch_size, norm=norm).grads
+                                       mask=mask, microbatch_size=microbatch_size, norm=norm).grads
         updates, opt_state = tx.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state
 
@@ -609,9 +639,10 @@ def _check_batch_size(batch_size) -> int:
     return int(check_array("batch_size", batch_size, 1.0, np.inf, integer=True))
 
 
-def make_evaluator(graphdef, batch_size: int) -> Callable:
+def make_evaluator(graphdef, batch_size: int, loss: str = "cross_entropy") -> Callable:
     """A jitted evaluation of a classifier: its test accuracy and mean softmax cross-entropy, computed
     ``batch_size`` examples at a time (a ``lax.scan`` over chunks bounds memory; padding is masked out).
+    With ``loss="mse"``, of a regression model: (NaN, the mean of :func:`mse_loss` over the test set).
 
     ``evaluate(params, rest, x, y, mask) -> (accuracy, loss)``: ``params`` and ``rest`` are the state of
     ``nnx.split(model, nnx.Param, ...)``; ``x``, ``y``, ``mask`` are a test set padded to a multiple of
@@ -622,6 +653,7 @@ def make_evaluator(graphdef, batch_size: int) -> Callable:
     Args:
       graphdef: the model's graph definition from ``nnx.split(model, nnx.Param, ...)``.
       batch_size: examples per chunk, an integer ≥ 1 (the same as :func:`padded_test_set`'s).
+      loss: ``"cross_entropy"`` (a classifier) or ``"mse"`` (a regression model), as in :class:`DPSGDConfig`.
 
     Returns:
       the jitted ``evaluate``.
@@ -640,6 +672,9 @@ def make_evaluator(graphdef, batch_size: int) -> Callable:
         raise ValueError(f"graphdef must be the GraphDef of nnx.split(model, nnx.Param, ...), got "
                          f"{type(graphdef).__name__}")
     batch = _check_batch_size(batch_size)
+    if loss not in LOSSES:
+        raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
+    regression = loss == "mse"
 
     @jax.jit
     def evaluate(params, rest, x, y, mask):
@@ -648,16 +683,21 @@ def make_evaluator(graphdef, batch_size: int) -> Callable:
 
         def chunk(carry, xs):
             xb, yb, mb = xs
-            logits = model(xb)
-            correct = jnp.sum((jnp.argmax(logits, -1) == yb) & mb, dtype=jnp.int32)
-            loss = jnp.sum(jnp.where(mb, optax.softmax_cross_entropy_with_integer_labels(logits, yb), 0.0),
-                           dtype=jnp.float32)
-            return (carry[0] + correct, carry[1] + loss), None
+            outputs = model(xb)
+            if regression:
+                correct, losses = jnp.int32(0), _squared_errors(outputs, yb)
+            else:
+                correct = jnp.sum((jnp.argmax(outputs, -1) == yb) & mb, dtype=jnp.int32)
+                losses = optax.softmax_cross_entropy_with_integer_labels(outputs, yb)
+            total = jnp.sum(jnp.where(mb, losses, 0.0), dtype=jnp.float32)
+            return (carry[0] + correct, carry[1] + total), None
 
         shape = lambda a: a.reshape((-1, batch) + a.shape[1:])  # noqa: E731
-        (correct, loss), _ = jax.lax.scan(chunk, (jnp.int32(0), jnp.float32(0.0)), (shape(x), shape(y), shape(mask)))
+        (correct, total), _ = jax.lax.scan(chunk, (jnp.int32(0), jnp.float32(0.0)),
+                                           (shape(x), shape(y), shape(mask)))
         n = jnp.sum(mask)
-        return correct / n, loss / n
+        accuracy = jnp.float32(jnp.nan) if regression else correct / n
+        return accuracy, total / n
 
     return evaluate
 
@@ -669,7 +709,7 @@ def padded_test_set(data, batch_size: int) -> tuple[jax.Array, jax.Array, jax.Ar
 
     Args:
       data: a :class:`jaxpriv.train.data.Dataset` (its ``x_test``, ``y_test``) or a tuple ``(x, y)`` of N ≥ 1
-        examples ``x`` (N, ...) and their labels ``y`` (N,).
+        examples ``x`` (N, ...) and their labels ``y`` (N,) (or regression targets (N, ...)).
       batch_size: an integer ≥ 1.
 
     Returns:
@@ -693,13 +733,69 @@ def padded_test_set(data, batch_size: int) -> tuple[jax.Array, jax.Array, jax.Ar
         raise ValueError(f"data must be a Dataset (x_test, y_test) or a tuple (x, y), got {type(data).__name__}")
     batch = _check_batch_size(batch_size)
     x, y = np.asarray(x), np.asarray(y)
-    if x.ndim == 0 or x.shape[0] == 0 or y.shape != (x.shape[0],):
+    if x.ndim == 0 or x.shape[0] == 0 or y.ndim == 0 or y.shape[0] != x.shape[0]:
         raise ValueError(f"data must hold a non-empty x (N, ...) and labels y (N,), got shapes {x.shape} and {y.shape}")
     n = x.shape[0]
     pad = (-n) % batch
     x = np.concatenate([x, np.zeros((pad,) + x.shape[1:], x.dtype)])
-    y = np.concatenate([y, np.zeros(pad, y.dtype)])
+    y = np.concatenate([y, np.zeros((pad,) + y.shape[1:], y.dtype)])
     return jnp.asarray(x), jnp.asarray(y), jnp.asarray(np.arange(n + pad) < n)
+
+
+def _labels(name: str, y: np.ndarray, loss: str) -> np.ndarray:
+    """Integer class labels (N,) as int32 for ``"cross_entropy"``; float targets (N, ...) for ``"mse"``."""
+    if loss == "mse":
+        return y if np.issubdtype(y.dtype, np.floating) else y.astype(np.float32)
+    if y.ndim != 1:
+        raise ValueError(f"{name} must hold one integer class label per example, shape (N,), for loss "
+                         f"'cross_entropy', got shape {y.shape} (use loss 'mse' for regression targets)")
+    if y.dtype != np.int32:
+        if not (np.issubdtype(y.dtype, np.number) and np.all(np.isfinite(y)) and np.all(np.floor(y) == y)
+                and np.all(y >= 0)):
+            raise ValueError(f"{name} must hold integer class labels ≥ 0 for loss 'cross_entropy', got values such "
+                             f"as {y.reshape(-1)[:3].tolist()} (use loss 'mse' for regression targets)")
+        y = y.astype(np.int32)
+    if y.size and y.min() < 0:
+        raise ValueError(f"{name} must hold integer class labels ≥ 0 for loss 'cross_entropy', got {int(y.min())}")
+    return y
+
+
+def _as_dataset(data, loss: str = "cross_entropy"):
+    """``data`` as a :class:`jaxpriv.train.data.Dataset`: a Dataset, or a tuple ``(x, y)`` or
+    ``(x, y, x_test, y_test)`` of numpy or JAX arrays (without a test set, the training arrays are also
+    the evaluation set). Raises ValueError naming the first array with a wrong shape or labels."""
+    from .data import Dataset
+
+    if loss not in LOSSES:
+        raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
+    if isinstance(data, (tuple, list)):
+        if len(data) not in (2, 4):
+            raise ValueError(f"data must be a Dataset or a tuple (x, y) or (x, y, x_test, y_test), got a sequence "
+                             f"of {len(data)} items")
+        arrays = [np.asarray(a) for a in data]
+        if len(arrays) == 2:
+            arrays += arrays
+        name = "arrays"
+    elif all(hasattr(data, k) for k in ("x_train", "y_train", "x_test", "y_test")):
+        arrays = [np.asarray(getattr(data, k)) for k in ("x_train", "y_train", "x_test", "y_test")]
+        name = getattr(data, "name", "arrays")
+    else:
+        raise ValueError(f"data must be a Dataset or a tuple (x, y) or (x, y, x_test, y_test), got "
+                         f"{type(data).__name__}")
+    x, y, x_test, y_test = arrays
+    for what, a in (("x", x), ("y", y), ("x_test", x_test), ("y_test", y_test)):
+        if a.ndim == 0 or a.shape[0] == 0:
+            raise ValueError(f"{what} must be an array with a leading axis of N ≥ 1 examples, got shape {a.shape}")
+    for xs, ys, a, b in (("x", "y", x, y), ("x_test", "y_test", x_test, y_test)):
+        if a.shape[0] != b.shape[0]:
+            raise ValueError(f"{xs} and {ys} must hold the same number of examples, got {xs} of shape {a.shape} "
+                             f"and {ys} of shape {b.shape}")
+    if x_test.shape[1:] != x.shape[1:] or y_test.shape[1:] != y.shape[1:]:
+        raise ValueError(f"the test set must have the training set's shapes per example: x {x.shape[1:]} and y "
+                         f"{y.shape[1:]}, got x_test {x_test.shape[1:]} and y_test {y_test.shape[1:]}")
+    y, y_test = _labels("y", y, loss), _labels("y_test", y_test, loss)
+    classes = 0 if loss == "mse" else int(max(y.max(), y_test.max())) + 1
+    return Dataset(name, x, y, x_test, y_test, int(getattr(data, "num_classes", classes)))
 
 
 def train(
@@ -713,7 +809,7 @@ def train(
     checkpoint_dir: str | None = None,
     callback: Callable[[EpochRecord], None] | None = None,
 ) -> TrainResult:
-    """Train ``model`` in place with DP-SGD and account its privacy after every epoch (SPEC §6).
+    """Train ``model`` in place with DP-SGD and account its privacy after every epoch (MATH §6).
 
     Each step: Poisson sample with the plan's per-record rates, pad to a bucket, clip per example to
     the record's clip norm and sum, add Gaussian noise of std s = σ·C
@@ -722,13 +818,17 @@ def train(
     size Σ_i q_i, and apply ``optimizer``. See the module docstring for the privacy configurations and the stopping rule.
 
     Args:
-      model: a Flax NNX classifier mapping a batch of inputs to logits; updated in place.
+      model: a Flax NNX classifier mapping a batch of inputs to logits (or, with ``config.loss == "mse"``,
+        a regression model); updated in place.
       optimizer: any Optax transformation (e.g. ``optax.sgd(0.5, momentum=0.9)``); the noise is chained
         in front of it.
-      data: a :class:`jaxpriv.train.data.Dataset` (``x_train, y_train, x_test, y_test``).
+      data: a :class:`jaxpriv.train.data.Dataset` (``x_train, y_train, x_test, y_test``), or a tuple of numpy
+        or JAX arrays ``(x, y)`` or ``(x, y, x_test, y_test)``: examples (N, ...) and integer labels (N,)
+        (regression targets (N, ...) with ``loss="mse"``). Without a test set the evaluation (the history's
+        ``test_accuracy``/``test_loss``) is on the training arrays. Mismatched shapes raise ``ValueError``.
       config: :class:`DPSGDConfig`.
       loss_fn: ``loss_fn(model, inputs, labels, key) → (B,)`` per-example losses (default
-        :func:`cross_entropy_loss`).
+        :func:`cross_entropy_loss`, or :func:`mse_loss` with ``config.loss == "mse"``).
       progress: show a rich progress bar with the epoch, accuracy and ε.
       checkpoint_dir: save a checkpoint after every epoch here, and resume from it when it holds one of
         the same run (same configuration and data; otherwise ``ValueError``).
@@ -747,18 +847,30 @@ def train(
       >>> result = dpsgd.train(model, optax.sgd(0.5), d, config, progress=False)
       >>> result.epsilon <= 3.0, result.steps, result.test_accuracy > 0.8
       (True, 21, True)
+
+      Plain arrays work too, e.g. a regression with the mean squared error:
+
+      >>> import numpy as np
+      >>> x = np.random.default_rng(0).normal(size=(200, 3)).astype(np.float32)
+      >>> y = x @ np.array([1.0, -2.0, 0.5], np.float32)
+      >>> config = dpsgd.DPSGDConfig(epochs=2, batch_size=50, epsilon=8.0, loss="mse")
+      >>> result = dpsgd.train(nnx.Linear(3, 1, rngs=nnx.Rngs(0)), optax.sgd(0.2), (x, y), config, progress=False)
+      >>> result.steps, result.history[-1].test_loss < result.history[0].test_loss
+      (8, True)
     """
     from .noise import gaussian_noise, laplace_noise, staircase_noise
 
-    n = int(data.x_train.shape[0])
+    if not isinstance(config, DPSGDConfig):
+        raise ValueError(f"config must be a DPSGDConfig, got {type(config).__name__}")
+    data = _as_dataset(data, config.loss)
+    n = data.n_train
     check_config(config, n)
     if not isinstance(model, nnx.Module):
         raise ValueError(f"model must be a flax.nnx.Module, got {type(model).__name__}")
     if not (hasattr(optimizer, "init") and hasattr(optimizer, "update")):
         raise ValueError(f"optimizer must be an optax.GradientTransformation, got {type(optimizer).__name__}")
-    if data.y_train.shape != (n,) or data.x_test.shape[0] != data.y_test.shape[0] or data.x_test.shape[0] == 0:
-        raise ValueError("data must hold x_train (N, ...), y_train (N,), and a non-empty x_test with matching y_test")
-    loss_fn = cross_entropy_loss if loss_fn is None else loss_fn
+    if loss_fn is None:
+        loss_fn = mse_loss if config.loss == "mse" else cross_entropy_loss
     fingerprint = _fingerprint(config, data)
     saved = _load_checkpoint(checkpoint_dir) if checkpoint_dir else None
     if saved is not None and saved[0]["fingerprint"] != fingerprint:
@@ -797,8 +909,9 @@ def train(
     single = np.unique(plan.clip).size == 1  # one static clip norm, else per-record norms gathered in the step
     record_clip = jnp.asarray(plan.record_clip)
     norm = "l2" if plan.mechanism == "gaussian" else "l1"
-    step = _make_step(graphdef, rest, tx, loss_fn, config, float(plan.clip[0]) if single else None, norm)
-    evaluate = make_evaluator(graphdef, int(config.eval_batch_size))
+    step = _make_step(graphdef, rest, tx, loss_fn, config.microbatch_size, float(plan.clip[0]) if single else None,
+                      norm)
+    evaluate = make_evaluator(graphdef, int(config.eval_batch_size), config.loss)
     x, y = jnp.asarray(data.x_train), jnp.asarray(data.y_train)
     test = padded_test_set(data, int(config.eval_batch_size))
     loss_key = jax.random.key(loss_seed)
@@ -832,8 +945,9 @@ def train(
                                  time.perf_counter() - started, tuple(float(e) for e in eps))
             history.append(record)
             if bar is not None:
+                quality = f"test MSE {loss:.4g}" if config.loss == "mse" else f"accuracy {accuracy:.3f}"
                 bar.update(task, description=f"epoch {epoch + 1}/{config.epochs}",
-                           status=f"accuracy {accuracy:.3f}  ε {record.epsilon:.3f}")
+                           status=f"{quality}  ε {record.epsilon:.3f}")
             if checkpoint_dir:
                 meta = {"fingerprint": fingerprint, "epoch": epoch + 1, "steps": accountant.steps,
                         "plan": plan.scalars(), "history": [dataclasses.asdict(r) for r in history],
