@@ -59,16 +59,23 @@ def test_epsilon_table_shows_rdp_pld_and_clt(capsys):
     assert first.startswith("ε = 1.515")  # the PLD upper bound, smaller than RDP's 1.712 here
 
 
-def test_epsilon_fractional_steps(capsys):
-    # RDP composes a real number of steps; the PLD needs an integer T
-    code, out, _ = run(capsys, "epsilon", "--q", "0.01", "--sigma", "1.1", "--steps", "1000.5", "--delta", "1e-5",
-                       "--json")
-    assert code == 0
-    data = json.loads(out)
-    assert data["epsilon_pld_lower"] is None and data["epsilon"] == data["epsilon_rdp"]
-    code, _, err = run(capsys, "epsilon", "--q", "0.01", "--sigma", "1.1", "--steps", "1000.5", "--delta", "1e-5",
-                       "--accountant", "pld")
-    assert code == 2 and err.startswith("jaxpriv: error: the PLD accountant needs an integer") and err.count("\n") == 1
+@pytest.mark.parametrize("accountant", ["best", "rdp", "pld"])
+def test_epsilon_fractional_steps_are_a_bad_argument(capsys, accountant):
+    # The command line counts steps in integers, whatever the accountant (an RDP ε of 2.5 steps beside a CLT
+    # value and no PLD interval was a silent trap); the library's RDP functions still take real-valued counts.
+    code, out, err = run(capsys, "epsilon", "--q", "0.01", "--sigma", "1.1", "--steps", "1000.5", "--delta", "1e-5",
+                         "--accountant", accountant, "--json")
+    assert code == 2 and out == ""
+    assert err == "jaxpriv: error: steps must be an integer in [0, inf), got 1000.5\n"
+
+
+def test_library_rdp_still_takes_a_real_number_of_steps():
+    from jaxpriv.report import privacy_summary
+
+    summary = privacy_summary(0.01, 1.1, 1000.5, 1e-5)  # RDP composes a real count; the PLD needs an integer T
+    assert summary["epsilon_pld_lower"] is None and summary["epsilon"] == summary["epsilon_rdp"]
+    with pytest.raises(ValueError, match="the PLD accountant needs an integer"):
+        privacy_summary(0.01, 1.1, 1000.5, 1e-5, accountant="pld")
 
 
 # --------------------------------------------------------------------------------------------------

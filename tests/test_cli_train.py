@@ -114,7 +114,7 @@ def test_train_resumes_from_its_checkpoint(capsys, tmp_path):
     (["--epsilon", "1", "--clip", "0"], "clip_norm must lie"),
     (["--epsilon", "1", "--batch-size", "1e6"], "batch_size must lie"),
     (["--epsilon", "1", "--momentum", "1"], "momentum must lie"),
-    (["--epsilon", "1", "--lr", "0"], "lr must be > 0"),
+    (["--epsilon", "1", "--lr", "0"], "lr must lie in (0.0, inf)"),
     (["--epsilon", "1", "--test-fraction", "1.5"], "test_fraction must lie"),
     (["--epsilon", "1", "--seed", "-3"], "seed must lie"),
     (["--epsilon", "1", "--model", "cnn"], "square images"),
@@ -137,7 +137,7 @@ def test_train_budget_file_of_the_wrong_length(capsys, tmp_path):
     assert code == 2 and "10 budgets, the training set 456 records" in err
 
 
-@pytest.mark.parametrize("extra", [["--dataset", "mnist"], ["--personalization", "other"], ["--epochs", "0"],
+@pytest.mark.parametrize("extra", [["--dataset", "mnist"], ["--personalization", "other"], ["--epochs", "ten"],
                                    ["--mechanism", "exponential"]])
 def test_train_argparse_errors(capsys, extra):
     code, _, err = run(capsys, "train", "--epsilon", "1", *extra)

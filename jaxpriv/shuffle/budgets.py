@@ -6,7 +6,8 @@ specification always gives the same population (and the same bounds):
 
 * ``uniform:LO,HI`` — uniform on [LO, HI] (APES "Uniform1/2");
 * ``gauss:MEAN,SD[,clip=LO,HI]`` — normal, clipped to [LO, HI] (APES "Gauss1/2");
-* ``levels:E1@W1,E2@W2,...`` — budget E_k for a fraction W_k of the users (rPDP "ThreeLevels");
+* ``levels:E1@W1,E2@W2,...`` — budget E_k for a fraction W_k of the users (rPDP "ThreeLevels"); the
+  fractions lie in (0, 1] and sum to 1 (within 1e-6);
 * ``scenario:NAME[,seed=S]`` — n random draws from a named scenario of the seeds (:mod:`jaxpriv.budgets`,
   e.g. ``scenario:BoundedPareto,seed=3``; seed 0 by default), sorted;
 * a path to a CSV file with one budget per line (or per row, first column); n is then the file's length.
@@ -22,6 +23,9 @@ import numpy as np
 from .._checks import check_values
 
 __all__ = ["budgets"]
+
+#: How far from 1 the weights of ``levels:`` may sum (they are fractions of the users)
+_WEIGHT_TOLERANCE = 1e-6
 
 
 def _numbers(text: str, what: str) -> list[float]:
@@ -85,6 +89,9 @@ def budgets(spec: str, n: int | None = None) -> np.ndarray:
         if not pairs or any(len(p) != 2 or p[0] <= 0 or p[1] <= 0 for p in pairs):
             raise ValueError(f"levels:E@W,... needs positive budgets E and weights W, got {spec!r}")
         eps, weight = np.array(pairs).T
+        if np.any(weight > 1) or abs(weight.sum() - 1) > _WEIGHT_TOLERANCE:
+            raise ValueError(f"levels:E@W,... needs weights W in (0, 1] summing to 1 (within {_WEIGHT_TOLERANCE:g}), "
+                             f"got {spec!r} (sum {weight.sum():.6g})")
         cumulative = np.cumsum(weight) / weight.sum()
         values = eps[np.minimum(np.searchsorted(cumulative, u), eps.size - 1)]
     elif kind == "scenario":
