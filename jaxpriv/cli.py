@@ -839,7 +839,8 @@ def cmd_report(args) -> int:
     if systems:
         done = reproduce_systems(args.out, quick=args.quick, systems=systems,
                                  status=lambda what: console.print(f"… {what}"))
-        console.print(f"wrote {escape(done['systems'])}", soft_wrap=True)
+        for kind in ("systems", "json"):
+            console.print(f"wrote {escape(done[kind])}", soft_wrap=True)
     return 0
 
 

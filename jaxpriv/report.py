@@ -228,7 +228,7 @@ def plot_epsilon_grid(q, sigma, eps, path, title: str, mark=None,
         ax.clabel(lines, fmt=lambda v: f"ε={v:g}", fontsize=8)
     if mark is not None:
         ax.plot([mark[0]], [mark[1]], marker="*", markersize=14, color="red", linestyle="none", label=mark[2])
-        ax.legend(loc="upper right")
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12))  # below: the heatmap fills the axes
     ax.set_xlabel("sampling rate q (log scale)")
     ax.set_ylabel("noise multiplier σ")
     ax.set_title(title)

@@ -48,7 +48,7 @@ def test_epsilon_json(capsys):
     assert code == 0
     data = json.loads(out)
     assert data["epsilon_rdp"] == pytest.approx(5.632, abs=5e-4)
-    assert data["epsilon_rdp"] <= 5.632010670  # SPEC §1.8: exact RDP is never above dp_accounting's value
+    assert data["epsilon_rdp"] <= 5.632010670  # MATH §1.8: exact RDP is never above dp_accounting's value
     assert data["epsilon_rdp"] == float(jaxpriv.dpsgd_epsilon(0.01, 1.1, 10_000, 1e-5))
     assert data["epsilon_classic"] > data["epsilon_rdp"]  # the classic conversion is looser
     # the default accountant "best" reports the smaller upper bound: here the PLD's
@@ -192,8 +192,8 @@ def test_reproduce_rejects_an_unknown_system(capsys):
         (["sweep", *_replace(REFERENCE, "--q", "1:2")], "argument --q: malformed grid '1:2'"),
         (["sweep", *_replace(REFERENCE, "--q", "0.1:2:3")], "q must lie in [0.0, 1.0]"),
         (["sweep", *_replace(REFERENCE, "--sigma", "0:2:3:log")], "argument --sigma: a log grid needs START > 0"),
-        (["sweep", *REFERENCE, "--chunk-size", "0"], "argument --chunk-size: must be a positive integer"),
-        (["calibrate", "sigma", "--epsilon", "0", *REFERENCE[:2], *REFERENCE[4:]], "target_epsilon must lie in"),
+        (["sweep", *REFERENCE, "--chunk-size", "0"], "chunk_size must lie in [1, inf), got 0"),
+        (["calibrate", "sigma", "--epsilon", "0", *REFERENCE[:2], *REFERENCE[4:]], "epsilon must lie in"),
         (["calibrate", "sigma", "--epsilon", "1", *REFERENCE[4:]], "the following arguments are required: --q"),
         (["calibrate", "noise", "--epsilon", "1"], "argument {sigma,q,steps}: invalid choice: 'noise'"),
         ([], "the following arguments are required: COMMAND"),

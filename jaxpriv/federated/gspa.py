@@ -1,4 +1,4 @@
-"""GSPA as a federated system: shuffled SGD with personalized Gaussian noise (seed 003; SPEC §3.3, §6).
+"""GSPA as a federated system: shuffled SGD with personalized Gaussian noise (seed 003; MATH §3.3, §6).
 
 Chen, Cao, Ge, "A Generalized Shuffle Framework for Privacy Amplification" (GSPA, seed 003), Alg. 3 "SGD
 with GSPA": n clients, client i holds m records and a budget (ε_i, δ_i). In every epoch the clients are
@@ -26,8 +26,8 @@ one epoch, composed over T epochs by the better of basic composition (ε₀ at �
 advanced composition (Dwork, Rothblum, Vadhan 2010; Dwork & Roth 2014 Thm 3.20: ε₀ at δ/(2T) per epoch,
 ε = ε₀√(2T log(2/δ)) + Tε₀(e^{ε₀} − 1), total δ/2 + δ/2). Both are valid (ε, δ) bounds for the
 T-fold adaptive composition, so their minimum is too. Premise of both shuffle accountants: every
-client's report is an (ε_i, δ_i)-LDP randomizer of its input; with ``unit="record"`` (the SPEC / paper
-calibration) it is (ε_i, δ_i)-DP only with respect to one record of the client, so the shuffle numbers
+client's report is an (ε_i, δ_i)-LDP randomizer of its input; with ``unit="record"`` (the paper's
+calibration, MATH §6.4) it is (ε_i, δ_i)-DP only with respect to one record of the client, so the shuffle numbers
 are the paper's model, not a proven guarantee; with ``unit="client"`` the premise holds. The sequential
 Alg. 3 is adaptive inside an epoch (client i sees the model after the earlier clients), which the
 non-adaptive shuffle theorem does not cover either; the parallel configuration (:func:`build`) is the
@@ -78,7 +78,7 @@ def _check_clip_m(clip, batch_size):
 
 def client_sigmas(local_epsilons, local_deltas, clip, batch_size, calibration: str = "classical",
                   unit: str = "record"):
-    """Per-client Gaussian noise std σ_i of GSPA's shuffled SGD (seed 003 Alg. 3 line 7; SPEC §6).
+    """Per-client Gaussian noise std σ_i of GSPA's shuffled SGD (seed 003 Alg. 3 line 7; MATH §6).
 
     σ_i = Δ √(2 log(1.25/δ_i)) / ε_i with Δ = 2C/m (``unit="record"``) or 2C (``unit="client"``),
     from :func:`jaxpriv.mechanisms.gaussian.classical_sigma` (ε_i ≤ 1, raises beyond) or the exact
@@ -161,7 +161,7 @@ def shuffle_aggregator() -> Aggregator:
 
     The shuffler hands the server the multiset of reports in a uniformly random order; the server adds
     them (one epoch of Alg. 3 adds n/m steps), and a sum does not depend on the order, so no permutation
-    is materialised (seed 003 Alg. 3; SPEC §6). It is :func:`~jaxpriv.federated.simulator.mean_aggregator`
+    is materialised (seed 003 Alg. 3; MATH §6). It is :func:`~jaxpriv.federated.simulator.mean_aggregator`
     with the fixed denominator 1.
 
     Returns:
@@ -326,11 +326,11 @@ def accounting(local_epsilons, local_deltas, rounds, delta, per_user: bool = Fal
     """GSPA's central privacy after T shuffled epochs: the paper's √T·μ and the exact clone accountant.
 
     Per epoch, the exact ε₀(δ₀) is :func:`jaxpriv.shuffle.personalized_epsilon` (``model="gspa"``, clone
-    probabilities 2(1−δ_i)/(1+e^{ε_i}), SPEC §3.1); composed by basic composition at δ₀ = δ/T and by
+    probabilities 2(1−δ_i)/(1+e^{ε_i}), MATH §3.1); composed by basic composition at δ₀ = δ/T and by
     advanced composition at δ₀ = δ/(2T), δ' = δ/2 (:func:`advanced_composition`); the smaller is
     reported. ε₀ is ``inf`` when δ₀ ≤ the target's own δ_t: the exact route needs δ > T·max δ_i.
     The μ route is GSPA Thm 5 (seed 003): √T·μ (:func:`jaxpriv.shuffle.gspa_mu_composed`) → ε by
-    :func:`jaxpriv.fdp.gdp_epsilon` (an approximation, SPEC §3.3).
+    :func:`jaxpriv.fdp.gdp_epsilon` (an approximation, MATH §3.3).
 
     Args:
       local_epsilons: 1-D ε_i ≥ 0 (n ≥ 2). local_deltas: δ_i ∈ [0, 1), per client or shared.
@@ -439,7 +439,7 @@ def _experiment(run, x, eps, seeds, trials, permute):
 
 def mean_experiment(x, local_epsilons, *, sensitivity=1.0, seeds=(0, 1, 2), trials=1000,
                     permute: bool = True) -> EstimationResult:
-    """GSPA's mean-estimation experiment (seed 003 §"Mean Estimation", Fig. 3a-b; SPEC §3.3): the MSE of
+    """GSPA's mean-estimation experiment (seed 003 §"Mean Estimation", Fig. 3a-b; MATH §3.3): the MSE of
     Alg. 1 with personalized budgets against the :data:`ESTIMATORS` baselines.
 
     Every estimator is :func:`jaxpriv.shuffle.estimators.mean_estimation` (y_i = x_i + Lap(Δ/ε_i),
@@ -479,7 +479,7 @@ def mean_experiment(x, local_epsilons, *, sensitivity=1.0, seeds=(0, 1, 2), tria
 
 
 def frequency_experiment(x, local_epsilons, *, seeds=(0, 1, 2), trials=1000, permute: bool = True) -> EstimationResult:
-    """GSPA's frequency-estimation experiment (seed 003 §"Frequency estimation", Fig. 3c-d; SPEC §3.3):
+    """GSPA's frequency-estimation experiment (seed 003 §"Frequency estimation", Fig. 3c-d; MATH §3.3):
     the MSE of Alg. 2 for the density c = mean(x) of binary data, personalized against the baselines.
 
     Every estimator is :func:`jaxpriv.shuffle.estimators.frequency_estimation` (binary randomized
@@ -536,10 +536,10 @@ def estimation_accounting(local_epsilons, delta=1e-6) -> EstimationAccounting:
     get the same numbers: the paper's μ = √(2 / (Σ_i 1/(1+e^{ε_i}) − max_i 1/(1+e^{ε_i}))) (GSPA Thm 3-4,
     :func:`jaxpriv.shuffle.gspa_mu`; an approximation) converted by :func:`jaxpriv.fdp.gdp_epsilon`, and
     the exact personalized clone sum (:func:`jaxpriv.shuffle.personalized_epsilon`, ``model="gspa"``,
-    SPEC §3.1), worst case and per user. The two uniform baselines are the same sum with equal budgets,
+    MATH §3.1), worst case and per user. The two uniform baselines are the same sum with equal budgets,
     i.e. the strong-clone sum :func:`jaxpriv.shuffle.clones_epsilon` (``clones="strong"``, one batched
     call; it equals ``personalized_epsilon`` on the constant vector to ~1e-10), where every user's ε is
-    the worst case. Premise (SPEC §3.1, FMT23 erratum): the strong-clone / GSPA model covers binary
+    the worst case. Premise (MATH §3.1, FMT23 erratum): the strong-clone / GSPA model covers binary
     randomized response (Alg. 2); for Laplace reports (Alg. 1) it is the paper's model, not a proven
     bound.
 
@@ -581,18 +581,23 @@ def estimation_accounting(local_epsilons, delta=1e-6) -> EstimationAccounting:
 
 
 def _bounds_table(ns, eps0, delta):
+    import warnings
+
     from ..shuffle import clones_epsilon
 
     rows = []
     for n in ns:
         mu = float(bounds.gspa_mu(np.full(n, eps0)))
+        with warnings.catch_warnings():  # a closed form outside its validity region is inf: the table says
+            warnings.simplefilter("ignore", RuntimeWarning)  # n/a and why, the figure leaves the point out
+            closed = float(bounds.fmt22_closed_form(eps0, n, delta)), float(bounds.erlingsson19(eps0, n, delta))
         rows.append({
             "n": n,
             "gspa_mu_eps": float(fdp.gdp_epsilon(mu, delta)),
             "exact_clone": float(personalized.personalized_epsilon(np.full(n, eps0), delta, "gspa")),
             "fmt22_exact": float(clones_epsilon(eps0, n, delta, "fmt22")),
-            "fmt22_closed": float(bounds.fmt22_closed_form(eps0, n, delta)),
-            "erlingsson19": float(bounds.erlingsson19(eps0, n, delta)),
+            "fmt22_closed": closed[0],
+            "erlingsson19": closed[1],
         })
     return rows
 
@@ -604,7 +609,7 @@ _LEVELS = (0.54, 0.37, 0.09), (0.1, 0.5, 1.0)  # seed 003: f_c, f_m, f_l (Acquis
 _STRONG_CLONE_NOTE = (
     "¹ The exact ε columns are the strong-clone (GSPA-model) clone sum, one number per budget vector for both "
     "algorithms. It is a bound for Alg. 2 (binary randomized response); for Alg. 1 (mean estimation, Laplace "
-    "reports) it rests on the strong-clone premise, which is not proven for Laplace reports (SPEC §3.1, FMT23 "
+    "reports) it rests on the strong-clone premise, which is not proven for Laplace reports (MATH §3.1, FMT23 "
     "erratum): the paper's model, not a guarantee, for the mean rows.")
 _INK_MAX = 16  # digits' pixels are ink counts in {0, …, 16} (UCI optdigits: 4×4 blocks of a 32×32 bitmap)
 
@@ -647,7 +652,37 @@ def _estimation_row(x_mean, x_freq, eps, seeds, trials, delta):
     return row
 
 
-def _estimation(quick, seeds, out_dir, plt, delta=1e-6):
+_ESTIMATOR_LABELS = {"personalized": "personalized (GSPA)", "minimum": "all at min ε_i",
+                     "uniform_mean": "all at mean ε_i"}
+_SWEEP_LABELS = {"f_c": "fraction of conservative users f_c", "eps_c": "conservative budget ε_C", "n": "n"}
+
+
+def plot_estimation(rows, path: str, title: str) -> str:
+    """MSE of mean and frequency estimation (rows: the estimation sweeps of :func:`reproduce`, each with
+    ``sweep``, the swept value and ``{task}_mse`` / ``{task}_mse_exact`` per :data:`ESTIMATORS`): one column
+    per sweep, lines the exact MSE, dots the empirical one; one legend below the panels."""
+    from matplotlib.figure import Figure
+
+    columns = [c for c in _SWEEP_LABELS if any(r["sweep"] == c for r in rows)]
+    fig = Figure(figsize=(4.4 * len(columns), 7.4), layout="constrained")
+    ax = fig.subplots(2, len(columns), squeeze=False)
+    for col, sweep in enumerate(columns):
+        sub = [r for r in rows if r["sweep"] == sweep]
+        xs = [r["n" if sweep == "n" else sweep] for r in sub]
+        for r_i, (task, name) in enumerate((("mean", "mean (pixel ink)"), ("freq", "frequency (label < 7)"))):
+            for i, est in enumerate(ESTIMATORS):
+                line, = ax[r_i, col].semilogy(xs, [r[f"{task}_mse_exact"][i] for r in sub], label=_ESTIMATOR_LABELS[est])
+                ax[r_i, col].semilogy(xs, [r[f"{task}_mse"][i] for r in sub], "o", color=line.get_color(), ms=4)
+            ax[r_i, col].set(xlabel=_SWEEP_LABELS[sweep], ylabel="MSE", title=name)
+            if sweep == "n":
+                ax[r_i, col].set_xscale("log")
+    fig.legend(*ax[0, 0].get_legend_handles_labels(), loc="outside lower center", ncols=len(ESTIMATORS), fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.savefig(path, dpi=100)
+    return path
+
+
+def _estimation(quick, seeds, out_dir, delta=1e-6):
     """Mean and frequency estimation (Fig. 3 of seed 003) on digits: sweeps of f_c, ε_C and n, named budget
     scenarios, the figure, table lines and numbers. Quick: fewer sweep points, no n sweep, one scenario."""
     from ..budgets import scenario
@@ -679,26 +714,9 @@ def _estimation(quick, seeds, out_dir, plt, delta=1e-6):
     tied = eps[np.argsort(np.argsort(-x_freq, kind="stable"), kind="stable")]
     tied_mean = float(estimators.frequency_estimation(jax.random.key(0), x_freq, tied).expectation)
 
-    columns = (("f_c", "fraction of conservative users f_c"), ("eps_c", "conservative budget ε_C"), ("n", "n"))
-    columns = columns[:2] if quick else columns
-    fig, ax = plt.subplots(2, len(columns), figsize=(4.4 * len(columns), 7))
-    labels = {"personalized": "personalized (GSPA)", "minimum": "all at min ε_i", "uniform_mean": "all at mean ε_i"}
-    for col, (sweep, xlabel) in enumerate(columns):
-        sub = [r for r in rows if r["sweep"] == sweep]
-        xs = [r["n" if sweep == "n" else sweep] for r in sub]
-        for r_i, (task, title) in enumerate((("mean", "mean (pixel ink)"), ("freq", "frequency (label < 7)"))):
-            for i, name in enumerate(ESTIMATORS):
-                line, = ax[r_i, col].semilogy(xs, [r[f"{task}_mse_exact"][i] for r in sub], label=labels[name])
-                ax[r_i, col].semilogy(xs, [r[f"{task}_mse"][i] for r in sub], "o", color=line.get_color(), ms=4)
-            ax[r_i, col].set(xlabel=xlabel, ylabel="MSE", title=title)
-            if sweep == "n":
-                ax[r_i, col].set_xscale("log")
-    ax[0, 0].legend(fontsize=7)
-    fig.suptitle(f"GSPA Alg. 1-2 on digits (n = {x_mean.size} unless swept): lines exact MSE, dots {trials} trials")
-    fig.tight_layout()
-    path = os.path.join(out_dir, "gspa_estimation.png")
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    path = plot_estimation(rows, os.path.join(out_dir, "gspa_estimation.png"),
+                           f"GSPA Alg. 1-2 on digits (n = {x_mean.size} unless swept): lines exact MSE, dots "
+                           f"{trials} trials")
 
     three = lambda v, f: " / ".join(format(u, f) for u in v)
     md = ["", f"Mean / frequency estimation on digits (Alg. 1-2; δ = {delta:g}; {trials} trials × {len(seeds)} "
@@ -719,32 +737,54 @@ def _estimation(quick, seeds, out_dir, plt, delta=1e-6):
     default = cache[f_c0, eps_c0, x_mean.size]
     fc = [r for r in rows if r["sweep"] == "f_c"]
     join = lambda v, f: " / ".join(format(u, f) for u in v)
-    why = ("Estimation: digits (n = 1797, the centre pixel's ink count / 16 in [0, 1] and the bit label < 7) replaces the paper's "
-           "10 000 synthetic records, and we report MSE (MAE too, in the numbers) with its exact value. The mean's MSE "
-           f"(2/n²) Σ 1/ε_i² is exactly linear in f_c ({fc[0]['mean_mse_exact'][0]:.2e} at f_c = {fc[0]['f_c']:g} to "
-           f"{fc[-1]['mean_mse_exact'][0]:.2e} at {fc[-1]['f_c']:g}), so the MAE (∝ its square root) is not, and it "
-           "falls like 1/ε_C², not linearly. Personalized budgets beat the minimum-budget baseline (mean MSE "
-           f"{default['mean_mse'][0]:.2e} vs {default['mean_mse'][1]:.2e}, frequency {default['freq_mse'][0]:.2e} vs "
-           f"{default['freq_mse'][1]:.2e} at the paper's defaults) and lose to spreading the mean budget evenly, which "
-           f"breaks the conservative users' budgets: clearly for the mean ({default['mean_mse'][2]:.2e}; Jensen on "
-           f"Σ 1/ε_i²), barely for frequencies ({default['freq_mse'][2]:.2e}; randomized response's precision depends "
-           "on Σ tanh(ε_i/2), nearly linear in small ε_i). The paper's μ barely separates the three (μ→ε "
-           f"{join(default['epsilon_gdp'], '.3f')}: Σ 1/(1+e^ε_i) ≈ n/2 for small ε_i), the exact clone sum does "
-           f"({join(default['epsilon_exact'], '.4f')}, a bound for Alg. 2 but for Alg. 1's Laplace reports only under "
-           "the unproven strong-clone premise, see the table's footnote; the most conservative user's own ε "
-           f"{default['epsilon_exact_min'][0]:.4f}, near the minimum baseline's); μ→ε even exceeds the minimum "
-           f"baseline's local ε = {eps_c0:g}, which bounds its central ε by itself (μ ignores the target's own "
-           "randomizer). Alg. 2's E(z) = c holds only when the budgets are independent of the data (on average over "
-           f"their random assignment): tied to it, E[z] = {tied_mean:.4f} against c = {float(np.mean(x_freq)):.4f}.")
+    # Thm 4's E(z) = c is a statement on average over the random assignment of the budgets to the users
+    assigned = [float(estimators.frequency_estimation(jax.random.key(0), x_freq,
+                                                      np.random.default_rng(k).permutation(eps)).expectation)
+                for k in range(20)]
+    linear = {sweep: {task: _r2([r[sweep] for r in rows if r["sweep"] == sweep],
+                                [r[f"{task}_mae"][0] for r in rows if r["sweep"] == sweep]) for task in ("mean", "freq")}
+              for sweep in ("f_c", "eps_c")}
+    slope = {sweep: {task: float(np.polyfit([r[sweep] for r in rows if r["sweep"] == sweep],
+                                            [r[f"{task}_mae"][0] for r in rows if r["sweep"] == sweep], 1)[0])
+                     for task in ("mean", "freq")} for sweep in ("f_c", "eps_c")}
+    why = [
+        f"Estimation: digits (n = {x_mean.size}: the centre pixel's ink count / 16 and the bit label < 7) replaces "
+        "the paper's 10 000 synthetic records; we report MSE with its exact value (the paper plots MAE, which is in "
+        "systems.json).",
+        f"The mean's MSE (2/n²) Σ 1/ε_i² is exactly linear in f_c ({fc[0]['mean_mse_exact'][0]:.2e} at f_c = "
+        f"{fc[0]['f_c']:g} to {fc[-1]['mean_mse_exact'][0]:.2e} at {fc[-1]['f_c']:g}); the paper's MAE (∝ its "
+        "square root) is not, and the error falls like 1/ε_C², not linearly, as ε_C grows.",
+        f"Personalized budgets beat all-at-min ε_i (mean MSE {default['mean_mse'][0]:.2e} vs "
+        f"{default['mean_mse'][1]:.2e}, frequency {default['freq_mse'][0]:.2e} vs {default['freq_mse'][1]:.2e}) and "
+        f"lose to all-at-mean ε_i, which breaks the conservative users' budgets ({default['mean_mse'][2]:.2e} / "
+        f"{default['freq_mse'][2]:.2e}).",
+        f"The paper's μ barely separates the three (μ→ε {join(default['epsilon_gdp'], '.3f')}); the exact clone sum "
+        f"does ({join(default['epsilon_exact'], '.4f')}; for Alg. 1 only under the strong-clone premise, see ¹). "
+        f"μ→ε even exceeds the all-at-min baseline's local ε = {eps_c0:g}.",
+        f"Alg. 2's E(z) = c holds on average over random assignments of the budgets ({np.mean(assigned):.4f} "
+        f"against c = {float(np.mean(x_freq)):.4f}); tied to the data, E[z] = {tied_mean:.4f}.",
+    ]
     return {"figure": path, "md": md, "why": why,
-            "ours": {"rows": rows, "scenarios": scen, "tied_expectation": tied_mean, "density": float(np.mean(x_freq))}}
+            "ours": {"rows": rows, "scenarios": scen, "tied_expectation": tied_mean, "density": float(np.mean(x_freq)),
+                     "random_assignment_expectation": assigned, "mae_linear_r2": linear, "mae_slope": slope}}
+
+
+def _r2(x, y) -> float:
+    """R² of the least-squares line through (x, y)."""
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    fit = np.polyval(np.polyfit(x, y, 1), x)
+    total = float(np.sum((y - y.mean()) ** 2))
+    return 1.0 - float(np.sum((y - fit) ** 2)) / total if total > 0 else 1.0
 
 
 def reproduce(quick: bool = True, out_dir: str = ".", seeds=(0, 1, 2)) -> dict:
     """Regenerate GSPA's headline results: bound comparison over n, the E-APES Eq. 14 / TV figure, a
-    small shuffled-SGD accuracy run on digits (personalized ε_i ~ U(0.5, 1), δ_i = 1e-6), and the mean /
+    small shuffled-SGD accuracy run on digits (personalized ε_i ~ U(0.5, 1), δ_i = 1e-6, with its
+    non-private twin, and the paper's Figure 4 pair: constant ε₀ = 0.5 against U(0.01, 2)), the mean /
     frequency estimation experiments (Fig. 3: MSE against f_c, ε_C and n, personalized against the
-    :data:`ESTIMATORS` baselines, with each one's central ε by :func:`estimation_accounting`).
+    :data:`ESTIMATORS` baselines, with each one's central ε by :func:`estimation_accounting`), and the
+    papers' privacy claims on their own budget tables at n = 10⁴ (E-APES: μ-GDP below APES Theorem 4;
+    GSPA: at least 33% below the existing closed forms).
 
     Args:
       quick: fewer n values, epochs, sweep points and seeds (well under a minute). out_dir: where the
@@ -752,14 +792,15 @@ def reproduce(quick: bool = True, out_dir: str = ".", seeds=(0, 1, 2)) -> dict:
       seeds: integers ≥ 0, seeds of the accuracy runs and of the estimation experiments (quick: the first).
 
     Returns:
-      dict with ``title, paper, ours, why_different, figures, table_markdown``.
+      dict with ``title, paper, ours, headlines, why_different, figures, table_markdown``: ``headlines``
+      are the E-APES (seed 001) and GSPA (seed 003) rows of the headline table (:mod:`jaxpriv.reproduce`),
+      ``why_different`` a list of short reasons.
     """
-    import matplotlib
+    import warnings
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from ..shuffle import multinomial
+    from ..reproduce import claim, compare
+    from ..shuffle import clones_epsilon, multinomial
+    from ..shuffle.budgets import budgets
     from ..train import data, dpsgd
     from . import partition
 
@@ -768,54 +809,56 @@ def reproduce(quick: bool = True, out_dir: str = ".", seeds=(0, 1, 2)) -> dict:
     seeds = seeds[:1] if quick else seeds
     ns = [100, 1000, 10_000] if quick else [100, 300, 1000, 3000, 10_000, 100_000]
     table = _bounds_table(ns, 0.5, 1e-6)
-    tv_ns = [100, 1000, 3000] if quick else [100, 300, 1000, 3000, 10_000]
+    tv_ns = [50, 100, 1000, 3000] if quick else [50, 100, 300, 1000, 3000, 10_000]
     tv = []
     for n in tv_ns:
         p = multinomial.clone_probabilities(np.full(n - 1, 0.1), 1.0 / n)
         tv.append((n, float(multinomial.gspa_eq14(p)), float(multinomial.lattice_gaussian_tv(p))))
+    fig_bounds = plot_bounds(ns, table, tv, os.path.join(out_dir, "gspa_bounds.png"))
 
-    fig, ax = plt.subplots(1, 2, figsize=(10, 4))
-    for key, label in [("gspa_mu_eps", "GSPA μ-GDP (approx.)"), ("exact_clone", "exact strong clones"),
-                       ("fmt22_exact", "FMT22 exact"), ("fmt22_closed", "FMT22 closed form"),
-                       ("erlingsson19", "Erlingsson+19")]:
-        ax[0].loglog(ns, [r[key] for r in table], marker="o", label=label)
-    ax[0].set(xlabel="n", ylabel="central ε (δ=1e-6)", title="ε₀ = 0.5, one round")
-    ax[0].legend(fontsize=7)
-    ax[1].loglog([r[0] for r in tv], [r[1] for r in tv], marker="o", label="paper Eq. 14 (not a TV)")
-    ax[1].loglog([r[0] for r in tv], [r[2] for r in tv], marker="s", label="true TV bound τ")
-    ax[1].set(xlabel="n", title="ε₀ = 0.1, δ₀ = 1/n")
-    ax[1].legend(fontsize=7)
-    fig.tight_layout()
-    fig_bounds = os.path.join(out_dir, "gspa_bounds.png")
-    fig.savefig(fig_bounds, dpi=100)
-    plt.close(fig)
-
+    # Shuffled SGD (Alg. 3) on digits: the main run (ε_i ~ U(0.5, 1), classical σ_i), its non-private twin,
+    # and the paper's Figure 4 pair (constant ε₀ = 0.5 against U(0.01, 2); analytic σ_i: ε_i > 1 occurs).
     d = data.load("digits", seed=0)
     n_clients, epochs = 10, (8 if quick else 20)
     m = int(np.ceil(d.n_train / n_clients))
     rng = np.random.default_rng(0)
     local_eps = rng.uniform(0.5, 1.0, n_clients)
-    acc = {"gspa": [], "non_private": []}
+    runs = {"gspa": (local_eps, "classical", 1.0), "non_private": (local_eps, "classical", 0.0),
+            "constant_0.5": (np.full(n_clients, 0.5), "analytic", 1.0),
+            "uniform_0.01_2": (budgets("uniform:0.01,2", n_clients), "analytic", 1.0)}
+    acc, sigmas = {name: [] for name in runs}, {}
     for s in seeds:
         clients = partition.stack(d.x_train, d.y_train, partition.iid(d.y_train, n_clients, seed=s))
-        for name, scale in (("gspa", 1.0), ("non_private", 0.0)):
+        for name, (eps_i, calibration, scale) in runs.items():
             model = dpsgd.MLP(64, (16,), 10, rngs=nnx.Rngs(s))
-            local, _, sig = build(model, dpsgd.cross_entropy_loss, local_eps, 1e-6, clip=1.0, learning_rate=0.5,
-                                  batch_size=m)
+            local, _, sig = build(model, dpsgd.cross_entropy_loss, eps_i, 1e-6, clip=1.0, learning_rate=0.5,
+                                  batch_size=m, calibration=calibration)
+            sigmas[name] = sig * scale
             res = shuffled_sgd(model, local, clients, sig * scale, epochs=epochs, seed=s, test_data=d)
             acc[name].append(res.accuracies[-1])
+    mean_acc = {name: float(np.mean(v)) for name, v in acc.items()}
+    dim = 64 * 16 + 16 + 16 * 10 + 10  # the MLP's weights
+    noise_norm = float(np.mean(sigmas["gspa"])) * math.sqrt(dim)  # per step, against a clipped mean of norm ≤ C = 1
     acct = accounting(local_eps, 1e-6, epochs, 1e-3)
     md = ["| n | GSPA μ→ε | exact clone | FMT22 exact | FMT22 closed | Erlingsson19 |", "|---|---|---|---|---|---|"]
+    closed = lambda x: f"{x:.4f}" if math.isfinite(x) else "n/a"  # noqa: E731
     md += [f"| {r['n']} | {r['gspa_mu_eps']:.4f} | {r['exact_clone']:.4f} | {r['fmt22_exact']:.4f} | "
-           f"{r['fmt22_closed']:.4f} | {r['erlingsson19']:.4f} |" for r in table]
+           f"{closed(r['fmt22_closed'])} | {closed(r['erlingsson19'])} |" for r in table]
+    if any(not math.isfinite(r[key]) for r in table for key in ("fmt22_closed", "erlingsson19")):
+        md += ["", "n/a: outside the closed form's validity region (FMT22: ε₀ ≤ log(n / (16 log(2/δ))); "
+               "Erlingsson et al.: ε₀ ≤ 1/2, n ≥ 1000, δ ≤ 1/100)."]
     md += ["", "| n | Eq. 14 | TV bound |", "|---|---|---|"] + [f"| {n} | {a:.4f} | {b:.4f} |" for n, a, b in tv]
-    md += ["", f"Shuffled SGD on digits ({n_clients} clients, m = {m}, {epochs} epochs, ε_i ~ U(0.5, 1), "
-           f"δ_i = 1e-6): accuracy {np.mean(acc['gspa']):.3f} (non-private {np.mean(acc['non_private']):.3f}); "
-           f"central ε at δ = 1e-3: √T·μ → {acct.epsilon_gdp:.3f} (approx.), exact clone + composition "
-           f"{acct.epsilon_exact:.3f}."]
-    est = _estimation(quick, seeds, out_dir, plt)
+    md += ["", f"Shuffled SGD on digits ({n_clients} clients of m = {m} records, {epochs} epochs, δ_i = 1e-6, "
+           f"{len(seeds)} seed(s)):", "", "| local budgets ε_i | σ_i calibration | test accuracy |", "|---|---|---|",
+           f"| U(0.5, 1) | classical | {mean_acc['gspa']:.3f} |",
+           f"| U(0.5, 1), no noise (non-private) | — | {mean_acc['non_private']:.3f} |",
+           f"| constant 0.5 | analytic | {mean_acc['constant_0.5']:.3f} |",
+           f"| U(0.01, 2) | analytic | {mean_acc['uniform_0.01_2']:.3f} |", "",
+           f"Central ε of the U(0.5, 1) run at δ = 1e-3: √T·μ → {acct.epsilon_gdp:.3f} (approx.), exact clone + "
+           f"composition {acct.epsilon_exact:.3f}."]
+    est = _estimation(quick, seeds, out_dir)
     md += est["md"]
-    # Many rounds (SPEC §3.1, §7): √T·μ beside the exact pair composed by PLD, at uniform ε₀ = 1, n = 10⁴.
+    # Many rounds (MATH §3.1, §7): √T·μ beside the exact pair composed by PLD, at uniform ε₀ = 1, n = 10⁴.
     from ..shuffle.summary import rounds_report
 
     many_rounds = [1, 10, 100, 1000]
@@ -824,25 +867,139 @@ def reproduce(quick: bool = True, out_dir: str = ".", seeds=(0, 1, 2)) -> dict:
                                     "GSPA setting (uniform ε₀ = 1, n = 10⁴, δ = 1e-6): central ε vs rounds")
     md += ["", "Central ε after T rounds, uniform ε₀ = 1, n = 10⁴ (the APES-model row is FMT22's clones, valid for "
            "any ε₀-LDP randomizer; the GSPA row the strong clones of the FMT23 class):", "", *lines]
+
+    # The papers' privacy claims, on the papers' own budget tables (n = 10⁴).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # closed forms outside validity: inf, a lost comparison
+        e_apes = {}  # E-APES Table 3, δ = 1/n: μ→ε against [LZXCL23] = APES Theorem 4
+        for name, spec in (("Uniform 1", "uniform:0.05,1"), ("Uniform 2", "uniform:0.01,2"),
+                           ("Gauss 1", "gauss:0.5,0.2,clip=0.05,1"), ("Gauss 2", "gauss:1,0.2,clip=0.01,2"),
+                           ("Gauss 3", "gauss:1,0.5,clip=0.01,2")):
+            eps_i = budgets(spec, 10_000)
+            e_apes[name] = (float(fdp.gdp_epsilon(float(bounds.gspa_mu(eps_i)), 1e-4)),
+                            float(bounds.apes_theorem4(eps_i, 1e-4)[0]))
+        reduction = {}  # GSPA Table 2, δ = 1e-4: 1 − μ→ε / the best of [Liu23], [FMT22], [Erlingsson19]
+        for name, spec in (("Unif 1", "uniform:0.01,1"), ("Unif 2", "uniform:0.01,2"), ("Constant", "levels:0.5@1"),
+                           ("Mixed", "levels:0.5@0.5,0.01@0.5")):
+            eps_i = budgets(spec, 10_000)
+            top = float(eps_i.max())
+            ours_eps = float(fdp.gdp_epsilon(float(bounds.gspa_mu(eps_i)), 1e-4))
+            best = min(float(bounds.apes_theorem4(eps_i, 1e-4)[0]), float(bounds.fmt22_closed_form(top, 10_000, 1e-4)),
+                       float(bounds.erlingsson19(top, 10_000, 1e-4)))
+            reduction[name] = {"gspa_mu_epsilon": ours_eps, "best_existing_closed_form": best,
+                               "reduction": 1.0 - ours_eps / best}
+        # where the claim is tightest (one budget for all), the exact strong-clone bound (a bound, not an approx.)
+        reduction["Constant"]["exact_strong_clones"] = float(clones_epsilon(0.5, 10_000, 1e-4, clones="strong"))
+
+    eq14_50 = next(v for n, v, _ in tv if n == 50)
+    tv_50 = next(t for n, _, t in tv if n == 50)
+    non_private = 100 * mean_acc["non_private"]
+    acc_why = (f"digits, {n_clients} clients × {m} records, {epochs} epochs (paper: MNIST, 100 × 600, 50): "
+               f"noise norm ≈{noise_norm:.1f} per step vs a clipped gradient ≤ 1")
+    est_o = est["ours"]
+    c = est_o["density"]
+    headlines = [
+        compare("E-APES (seed 001)", "Eq. 14 '‖P̃ − Q̃‖_TV' at ε₀ = 0.1, δ₀ = 1/n (n not stated)", 0.0206, eq14_50,
+                ours_text=f"{eq14_50:.4f} at n = 50; proven TV bound there {tv_50:.4f}",
+                why="Eq. 14 at n = 50 is not 0.0206 (the papers do not state n)"),
+        compare("E-APES (seed 001)", "shuffled-SGD test accuracy on MNIST, ~50 epochs", 96.78, 100 * mean_acc["gspa"],
+                kind="points", why=acc_why, stand_in="digits", ours_text=f"{100 * mean_acc['gspa']:.2f}% (non-private {non_private:.2f}%)"),
+        claim("E-APES (seed 001)", "μ-GDP bound below [LZXCL23] (APES Thm 4) for every Table 3 budget law",
+              "below in all scenarios", all(g < a for g, a in e_apes.values()),
+              ", ".join(f"{k} {g:.3f} vs {a:.3f}" for k, (g, a) in e_apes.items()) + " (n = 10⁴, δ = 1e-4)",
+              why="APES Theorem 4 is tighter for some budget law"),
+        compare("GSPA (seed 003)", "shuffled-SGD test accuracy on MNIST, ~50 epochs", 96.78, 100 * mean_acc["gspa"],
+                kind="points", why=acc_why, stand_in="digits", ours_text=f"{100 * mean_acc['gspa']:.2f}% (non-private {non_private:.2f}%)"),
+        compare("GSPA (seed 003)", "test accuracy, constant ε₀ = 0.5 (Fig. 4)", 94.8, 100 * mean_acc["constant_0.5"],
+                kind="points", why=acc_why, stand_in="digits"),
+        compare("GSPA (seed 003)", "test accuracy, ε_i ~ U(0.01, 2) (Fig. 4)", 93.5, 100 * mean_acc["uniform_0.01_2"],
+                kind="points", why=acc_why, stand_in="digits"),
+        claim("GSPA (seed 003)", "constant ε₀ = 0.5 more accurate than U(0.01, 2)", "94.8% > 93.5%",
+              mean_acc["constant_0.5"] > mean_acc["uniform_0.01_2"],
+              f"{100 * mean_acc['constant_0.5']:.1f}% vs {100 * mean_acc['uniform_0.01_2']:.1f}%",
+              why="U(0.01, 2)'s larger budgets outweigh its noisiest clients here"),
+        claim("GSPA (seed 003)", "privacy loss at least 33% below existing bounds (Table 2 laws, n = 10⁴)", "≥ 33%",
+              min(r["reduction"] for r in reduction.values()) >= 0.33,
+              "reduction " + ", ".join(f"{k} {r['reduction']:.0%}" for k, r in reduction.items()),
+              why="μ→ε is less than 33% below the best closed form for some law"),
+        claim("GSPA (seed 003)", "estimation error grows linearly with f_c (Fig. 3; MAE, R² ≥ 0.99)", "linear",
+              all(v >= 0.99 for v in est_o["mae_linear_r2"]["f_c"].values())
+              and all(v > 0 for v in est_o["mae_slope"]["f_c"].values()),
+              "R² mean {mean:.3f}, frequency {freq:.3f}".format(**est_o["mae_linear_r2"]["f_c"]),
+              why="MAE ∝ √MSE, and the mean's MSE (2/n²) Σ 1/ε_i² is linear in f_c: the MAE is concave"),
+        claim("GSPA (seed 003)", "estimation error falls linearly as ε_C grows (Fig. 3; MAE, R² ≥ 0.99)", "linear",
+              all(v >= 0.99 for v in est_o["mae_linear_r2"]["eps_c"].values())
+              and all(v < 0 for v in est_o["mae_slope"]["eps_c"].values()),
+              "R² mean {mean:.3f}, frequency {freq:.3f}".format(**est_o["mae_linear_r2"]["eps_c"]),
+              why="the error falls like 1/ε_C (MAE) or 1/ε_C² (MSE), not linearly"),
+        compare("GSPA (seed 003)", "E[z] of Alg. 2 (Thm 4: unbiased, E[z] = c)", c,
+                float(np.mean(est_o["random_assignment_expectation"])),
+                paper_text=f"c = {c:.4f}", why="budgets tied to the data",
+                ours_text=f"{np.mean(est_o['random_assignment_expectation']):.4f} (random budgets); "
+                          f"{est_o['tied_expectation']:.4f} tied to the data"),
+    ]
     return {
-        "title": "GSPA (seed 003): shuffled personalized Gaussian SGD",
-        "paper": "Eq. 14 quantity 0.0206 at ε₀ = 0.1, δ₀ = 1/n; Alg. 3 'approximately satisfies √T·μ-GDP'; "
-                 "96.78% on MNIST after ~50 epochs; mean/frequency estimation (Fig. 3, n = 10 000 synthetic "
-                 "records, 1 000 repetitions, MAE plotted, no numbers stated): 'the more conservative users there "
-                 "are, the less utility is observed, showing a negative linear relationship', 'as the privacy "
-                 "parameters of conservative users increase, utility demonstrates a positive linear relationship', "
-                 "and Thm 4 'z is an unbiased estimator of c'",
-        "ours": {"bounds": table, "eq14_tv": tv, "accuracy_gspa": acc["gspa"],
-                 "accuracy_non_private": acc["non_private"], "epsilon_gdp": acct.epsilon_gdp,
+        "title": "GSPA (seed 003) and E-APES (seed 001): shuffled personalized Gaussian SGD",
+        "paper": "E-APES: Eq. 14 '‖P̃ − Q̃‖_TV' = 0.0206 at ε₀ = 0.1, δ₀ = 1/n; 96.78% on MNIST after ~50 epochs; "
+                 "bound below [LZXCL23]. GSPA: Alg. 3 'approximately satisfies √T·μ-GDP'; 96.78% on MNIST; 94.8% "
+                 "(constant ε₀ = 0.5) against 93.5% (U(0.01, 2)); 'at least 33%' less privacy loss; mean/frequency "
+                 "estimation (Fig. 3, n = 10 000 synthetic records, 1 000 repetitions, MAE plotted, no numbers): "
+                 "utility linear in f_c and in ε_C, and Thm 4 'z is an unbiased estimator of c'.",
+        "ours": {"bounds": table, "eq14_tv": tv, "accuracy": acc, "sigma_mean": {k: float(np.mean(v)) for k, v in
+                                                                                  sigmas.items()},
+                 "accuracy_gspa": acc["gspa"], "accuracy_non_private": acc["non_private"],
+                 "epsilon_gdp": acct.epsilon_gdp,
                  "epsilon_after_rounds": {"rounds": many_rounds,
                                           **{name: row["epsilon"].tolist() for name, row in composed.items()}},
-                 "epsilon_exact": acct.epsilon_exact, "estimation": est["ours"]},
-        "why_different": "The paper does not state n for 0.0206; Eq. 14 is a quarter-box sup, not a TV, and "
-                         "our true TV bound is reported beside it. √T·μ drops a Berry–Esseen term (not a bound); "
-                         "the exact clone sum with composition is a bound (and needs δ > T·max δ_i). Digits "
-                         "(1437 records) replaces MNIST; per-example clipping makes σ_i's 2C/m sensitivity correct, "
-                         "and the shuffle accountants assume each report is LDP (record-level calibration is the paper's "
-                         "model). " + est["why"],
+                 "epsilon_exact": acct.epsilon_exact, "estimation": est["ours"],
+                 "e_apes_table3_gspa_vs_apes_theorem4": e_apes, "gspa_table2_reduction": reduction},
+        "headlines": headlines,
+        "why_different": [
+            f"Eq. 14 gives the papers' 0.0206 at n = 50 (they do not state n), but it is a quarter-box sup, not a "
+            f"TV distance: the proven TV bound there is {tv_50:.4f}, and that is what the GDP approximation needs.",
+            f"Accuracy, data: digits (1,437 training records, 8×8) replaces MNIST (60,000, 28×28); the same model "
+            f"reaches {non_private:.1f}% without noise here, the ceiling of this setting.",
+            f"Accuracy, noise: σ_i = (2C/m)√(2 ln(1.25/δ_i))/ε_i falls with the client's size m; with {n_clients} "
+            f"clients of m = {m} (paper: 100 of 600) the mean σ_i is {np.mean(sigmas['gspa']):.3f} per coordinate, "
+            f"a noise norm of ≈{noise_norm:.1f} on the {dim} weights against a clipped mean gradient of norm ≤ C = 1.",
+            f"Accuracy, steps: {n_clients} clients × {epochs} epochs = {n_clients * epochs} noisy steps (paper: "
+            "100 × 50 = 5,000); the full run's 20 epochs average more of the noise away than quick mode's 8.",
+            "Figure 4's pair runs with analytic σ_i (the classical formula holds only for ε_i ≤ 1); U(0.01, 2) "
+            "gives its most conservative clients a σ_i several times the others'.",
+            "√T·μ drops a Berry–Esseen term (an approximation, not a bound); the exact clone sum with composition "
+            "is a bound (and needs δ > T·max δ_i). The 33% claim is against the closed forms: for the constant law "
+            f"the exact strong-clone bound is {reduction['Constant']['exact_strong_clones']:.4f}, against μ→ε "
+            f"{reduction['Constant']['gspa_mu_epsilon']:.4f}.",
+            "Per-example clipping makes σ_i's 2C/m sensitivity correct; the shuffle accountants assume each report "
+            "is LDP (record-level calibration is the paper's model).",
+            *est["why"],
+        ],
         "figures": [fig_bounds, est["figure"], rounds_path],
         "table_markdown": "\n".join(md),
     }
+
+
+def plot_bounds(ns, table, tv, path: str) -> str:
+    """Left: central ε of one round against n at ε₀ = 0.5 (rows of ``_bounds_table``); right: the papers'
+    Eq. 14 against the proven TV bound τ at ε₀ = 0.1, δ₀ = 1/n (``tv``: (n, Eq. 14, τ) triples). Legends
+    below the axes."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 4.8), layout="constrained")
+    ax = fig.subplots(1, 2)
+    for key, label in [("gspa_mu_eps", "GSPA μ-GDP (approx.)"), ("exact_clone", "exact strong clones"),
+                       ("fmt22_exact", "FMT22 exact"), ("fmt22_closed", "FMT22 closed form"),
+                       ("erlingsson19", "Erlingsson+19")]:
+        values = np.asarray([r[key] for r in table], dtype=np.float64)
+        finite = np.isfinite(values)  # closed forms outside their validity: inf, left out
+        ax[0].loglog(np.asarray(ns)[finite], values[finite], marker="o", label=label)
+    ax[0].set(xlabel="n", ylabel="central ε (δ = 1e-6)", title="ε₀ = 0.5, one round")
+    ax[0].grid(True, which="both", alpha=0.3)
+    ax[0].legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncols=3)
+    ax[1].loglog([r[0] for r in tv], [r[1] for r in tv], marker="o", label="papers' Eq. 14 (not a TV)")
+    ax[1].loglog([r[0] for r in tv], [r[2] for r in tv], marker="s", label="proven TV bound τ")
+    ax[1].set(xlabel="n", ylabel="distance", title="ε₀ = 0.1, δ₀ = 1/n")
+    ax[1].grid(True, which="both", alpha=0.3)
+    ax[1].legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncols=2)
+    fig.savefig(path, dpi=100)
+    return path

@@ -1,6 +1,6 @@
 """Every shuffle bound for one population of local budgets, side by side, and the figures for it.
 
-Used by ``jaxpriv shuffle``. The rows are the numeric (exact) accountants of SPEC §3.1 and the closed forms
+Used by ``jaxpriv shuffle``. The rows are the numeric (exact) accountants of MATH §3.1 and the closed forms
 of §3.2-3.3, each evaluated where it applies (uniform bounds at the largest local budget, which is what
 the seeds' "UniS" baseline does) and labelled with what it is: a bound, or an approximation.
 """
@@ -31,7 +31,7 @@ def shuffle_summary(local_epsilons, delta: float) -> list[dict]:
         rows.append({"name": name, "epsilon": float(value), "delta": float(delta_out), "kind": kind, "note": note})
 
     add("clones (FMT22), exact numeric, ε₀ = max", clones.clones_epsilon(top, n, delta, clones="fmt22"),
-        "bound", "the seeds' UniS baseline computed exactly (SPEC §3.1)")
+        "bound", "the seeds' UniS baseline computed exactly (MATH §3.1)")
     add("strong clones, exact numeric, ε₀ = max", clones.clones_epsilon(top, n, delta, clones="strong"),
         "bound", "valid for the FMT23 class of randomizers (see clones_delta)")
     for name, fn, note in [
@@ -48,7 +48,7 @@ def shuffle_summary(local_epsilons, delta: float) -> list[dict]:
     add("APES Theorem 4 (echo of neighbours)", eps_c, "bound",
         caught[0].message.args[0] if caught else f"δ_s = {delta:g}; its own δ^c shown", delta_c)
     add("personalized, GSPA model, exact numeric", personalized.personalized_epsilon(eps, delta, model="gspa"),
-        "bound", "worst-case target; strong-clone class (SPEC §3.1)")
+        "bound", "worst-case target; strong-clone class (MATH §3.1)")
     add("personalized, APES/EoN model, exact numeric", personalized.personalized_epsilon(eps, delta, model="apes"),
         "bound", "echo probabilities as clone probabilities (the APES paper's numeric value)")
     orders = np.arange(2, 257)
@@ -60,35 +60,55 @@ def shuffle_summary(local_epsilons, delta: float) -> list[dict]:
     return rows
 
 
-def epsilon_versus_n(spec_budgets, ns, delta: float) -> dict:
-    """ε of the exact uniform accountant and the two main closed forms for each population size in ``ns``;
-    ``spec_budgets(n)`` returns the budgets of n users (the same distribution at every size)."""
-    curves = {"clones (FMT22), exact": [], "FMT22 closed form": [], "APES Theorem 4": []}
+#: The curves of :func:`epsilon_versus_n`, named as the rows of :func:`shuffle_summary` they follow
+#: (exact numeric accountants solid, closed forms dashed in :func:`plot_epsilon_versus_n`).
+_EXACT_CURVES = ("personalized, GSPA model, exact numeric", "strong clones, exact numeric, ε₀ = max",
+                 "clones (FMT22), exact numeric, ε₀ = max")
+
+
+def epsilon_versus_n(spec_budgets, ns, delta: float, *, personalized_sizes: int = 6) -> dict:
+    """ε of the exact accountants (the personalized GSPA-model clone sum, the tightest row of
+    :func:`shuffle_summary`, and the strong and FMT22 clones at the largest budget) and the two main closed
+    forms (FMT22 Eq. 2, APES Theorem 4) for each population size in ``ns``; ``spec_budgets(n)`` returns the
+    budgets of n users (the same distribution at every size). A closed form outside its validity region is
+    inf (a gap). The personalized sum costs seconds per size, so it is evaluated at ``personalized_sizes``
+    of the sizes (log-spaced, the first and last included) and is NaN at the others (not drawn)."""
+    ns = np.asarray(ns)
+    chosen = set(np.unique(np.round(np.linspace(0, ns.size - 1, min(personalized_sizes, ns.size))).astype(int)))
+    curves = {name: [] for name in (*_EXACT_CURVES, "FMT22 closed form (UniS, APES Eq. 2)",
+                                    "APES Theorem 4 (echo of neighbours)")}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # inf outside validity is plotted as a gap
-        for n in ns:
+        for i, n in enumerate(ns):
             eps = spec_budgets(int(n))
             top = float(eps.max())
-            curves["clones (FMT22), exact"].append(float(clones.clones_epsilon(top, int(n), delta)))
-            curves["FMT22 closed form"].append(float(bounds.fmt22_closed_form(top, int(n), delta)))
-            curves["APES Theorem 4"].append(float(bounds.apes_theorem4(eps, delta)[0]))
+            values = (personalized.personalized_epsilon(eps, delta, model="gspa") if i in chosen else np.nan,
+                      clones.clones_epsilon(top, int(n), delta, clones="strong"),
+                      clones.clones_epsilon(top, int(n), delta),
+                      bounds.fmt22_closed_form(top, int(n), delta),
+                      bounds.apes_theorem4(eps, delta)[0])
+            for name, value in zip(curves, values):
+                curves[name].append(float(value))
     return {name: np.asarray(values) for name, values in curves.items()}
 
 
 def plot_epsilon_versus_n(ns, curves: dict, path: str, title: str) -> str:
-    """Central ε against the number of users (log-log), one line per accountant."""
+    """Central ε against the number of users (log-log), one line per accountant: the exact numeric ones
+    solid, the closed forms dashed; the legend below the axes."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(7.0, 5.0), layout="constrained")
+    fig = Figure(figsize=(7.5, 6.0), layout="constrained")
     ax = fig.add_subplot()
     for name, values in curves.items():
+        values = np.asarray(values, dtype=np.float64)
         finite = np.isfinite(values)
-        ax.loglog(np.asarray(ns)[finite], values[finite], marker="o", markersize=3, label=name)
+        ax.loglog(np.asarray(ns)[finite], values[finite], marker="o", markersize=3, label=name,
+                  linestyle="-" if name in _EXACT_CURVES else "--")
     ax.set_xlabel("number of users n")
     ax.set_ylabel("central ε")
-    ax.set_title(title)
+    ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncols=2)
     fig.savefig(path, dpi=120)
     return path
 
@@ -130,17 +150,23 @@ def rounds_report(local_epsilons, delta: float, rounds, path: str, title: str, *
 
 
 def plot_budgets(local_epsilons, path: str, title: str, per_user=None) -> str:
-    """Histogram of the local budgets (and of each user's central ε, when given)."""
+    """Histogram of the local budgets and, when given, of each user's central ε in a panel of its own
+    (the central values are orders of magnitude smaller: one shared axis squeezes them into a sliver)."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(7.0, 4.5), layout="constrained")
-    ax = fig.add_subplot()
-    ax.hist(np.asarray(local_epsilons), bins=40, alpha=0.7, label="local ε_i")
+    panels = 1 if per_user is None else 2
+    fig = Figure(figsize=(6.0 * panels, 4.5), layout="constrained")
+    axes = fig.subplots(1, panels, squeeze=False)[0]
+    axes[0].hist(np.asarray(local_epsilons), bins=40, color="tab:blue")
+    axes[0].set_xlabel("local ε_i")
+    axes[0].set_ylabel("users")
+    axes[0].set_title("local budgets", fontsize=10)
     if per_user is not None:
-        ax.hist(np.asarray(per_user), bins=40, alpha=0.7, label="central ε per user")
-    ax.set_xlabel("ε")
-    ax.set_ylabel("users")
-    ax.set_title(title)
-    ax.legend()
+        values = np.asarray(per_user, dtype=np.float64)
+        axes[1].hist(values[np.isfinite(values)], bins=40, color="tab:orange")
+        axes[1].set_xlabel("central ε of each user (exact, GSPA model)")
+        axes[1].set_ylabel("users")
+        axes[1].set_title("central ε after shuffling", fontsize=10)
+    fig.suptitle(title, fontsize=11)
     fig.savefig(path, dpi=120)
     return path
