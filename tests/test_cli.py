@@ -15,20 +15,9 @@ import pytest
 
 import jaxpriv
 from jaxpriv.cli import build_parser, cmd_report, main, parse_grid
+from cli_helpers import replace_arg, run
 
 REFERENCE = ["--q", "0.01", "--sigma", "1.1", "--steps", "10000", "--delta", "1e-5"]
-
-
-def _replace(argv, flag, value):
-    argv = list(argv)
-    argv[argv.index(flag) + 1] = value
-    return argv
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 # --------------------------------------------------------------------------------------------------
@@ -59,7 +48,7 @@ def test_epsilon_json(capsys):
 
 def test_epsilon_without_sampling_is_zero(capsys):
     # q = 0 gives μ = 0 in the CLT approximation, which gdp_epsilon alone would reject
-    code, out, _ = run(capsys, "epsilon", *_replace(REFERENCE, "--q", "0"), "--json")
+    code, out, _ = run(capsys, "epsilon", *replace_arg(REFERENCE, "--q", "0"), "--json")
     assert code == 0
     data = json.loads(out)
     assert data["epsilon"] == data["epsilon_classic"] == data["epsilon_gdp_clt_approximation"] == 0.0
@@ -182,16 +171,16 @@ def test_reproduce_rejects_an_unknown_system(capsys):
 @pytest.mark.parametrize(
     "argv, expected",
     [
-        (["epsilon", *_replace(REFERENCE, "--q", "2")], "q must lie in [0.0, 1.0]"),
-        (["epsilon", *_replace(REFERENCE, "--sigma", "-1")], "sigma must lie in (0.0, inf"),
-        (["epsilon", *_replace(REFERENCE, "--delta", "0")], "delta must lie in (0.0, 1.0)"),
-        (["epsilon", *_replace(REFERENCE, "--steps", "nan")], "steps contains NaN"),
-        (["epsilon", *_replace(REFERENCE, "--q", "abc")], "argument --q: not a number: 'abc'"),
+        (["epsilon", *replace_arg(REFERENCE, "--q", "2")], "q must lie in [0.0, 1.0]"),
+        (["epsilon", *replace_arg(REFERENCE, "--sigma", "-1")], "sigma must lie in (0.0, inf"),
+        (["epsilon", *replace_arg(REFERENCE, "--delta", "0")], "delta must lie in (0.0, 1.0)"),
+        (["epsilon", *replace_arg(REFERENCE, "--steps", "nan")], "steps contains NaN"),
+        (["epsilon", *replace_arg(REFERENCE, "--q", "abc")], "argument --q: not a number: 'abc'"),
         (["epsilon", *REFERENCE, "--orders", "mine"], "argument --orders: invalid choice: 'mine'"),
         (["epsilon", *REFERENCE[:-2]], "the following arguments are required: --delta"),
-        (["sweep", *_replace(REFERENCE, "--q", "1:2")], "argument --q: malformed grid '1:2'"),
-        (["sweep", *_replace(REFERENCE, "--q", "0.1:2:3")], "q must lie in [0.0, 1.0]"),
-        (["sweep", *_replace(REFERENCE, "--sigma", "0:2:3:log")], "argument --sigma: a log grid needs START > 0"),
+        (["sweep", *replace_arg(REFERENCE, "--q", "1:2")], "argument --q: malformed grid '1:2'"),
+        (["sweep", *replace_arg(REFERENCE, "--q", "0.1:2:3")], "q must lie in [0.0, 1.0]"),
+        (["sweep", *replace_arg(REFERENCE, "--sigma", "0:2:3:log")], "argument --sigma: a log grid needs START > 0"),
         (["sweep", *REFERENCE, "--chunk-size", "0"], "chunk_size must lie in [1, inf), got 0"),
         (["calibrate", "sigma", "--epsilon", "0", *REFERENCE[:2], *REFERENCE[4:]], "epsilon must lie in"),
         (["calibrate", "sigma", "--epsilon", "1", *REFERENCE[4:]], "the following arguments are required: --q"),
@@ -207,7 +196,7 @@ def test_bad_arguments_exit_2_with_a_message(capsys, argv, expected):
 
 
 def test_library_errors_are_one_line(capsys):
-    code, _, err = run(capsys, "epsilon", *_replace(REFERENCE, "--q", "2"))
+    code, _, err = run(capsys, "epsilon", *replace_arg(REFERENCE, "--q", "2"))
     assert code == 2
     assert err.startswith("jaxpriv: error: q must lie in") and err.count("\n") == 1
 

@@ -2,11 +2,8 @@
 message, before JAX is imported (so before any computation). One fresh interpreter runs all the cases
 and reports whether JAX was ever imported."""
 
-import json
-import subprocess
-import sys
-
 import pytest
+from cli_helpers import run_fresh
 
 REFERENCE = ["--q", "0.01", "--sigma", "1.1", "--steps", "100", "--delta", "1e-5"]
 SWEEP = ["sweep", *REFERENCE]
@@ -59,19 +56,6 @@ CASES = {
     "train epochs": ([*TRAIN[:3], "--epochs", "0"], "epochs must lie in [1, inf), got 0"),
 }
 
-SCRIPT = """
-import contextlib, io, json, sys
-from jaxpriv.cli import main
-results = []
-for argv in json.loads(sys.argv[1]):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(argv)
-    results.append({"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()})
-print(json.dumps({"results": results, "jax_imported": "jax" in sys.modules}))
-"""
-
-
 @pytest.fixture(scope="module")
 def outcome(tmp_path_factory):
     """Run every case in one fresh interpreter: name → (result, expected text), and whether JAX loaded."""
@@ -85,10 +69,7 @@ def outcome(tmp_path_factory):
         return text
 
     argvs = [[fill(a) for a in argv] for argv, _ in CASES.values()]
-    run = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(argvs)], capture_output=True, text=True,
-                         timeout=300)
-    assert run.returncode == 0, run.stderr
-    report = json.loads(run.stdout)
+    report = run_fresh(argvs)
     cases = {name: (result, fill(expected)) for (name, (_, expected)), result in zip(CASES.items(), report["results"])}
     return cases, report["jax_imported"]
 

@@ -8,29 +8,16 @@ import contextlib
 import io
 import json
 import re
-import subprocess
-import sys
 
 import pytest
 
 from jaxpriv import cli
-from jaxpriv.cli import RULES, build_parser, main
+from jaxpriv.cli import RULES, build_parser
+from cli_helpers import replace_arg, run, run_fresh
 
 DPSGD = ["--q", "0.01", "--sigma", "1.1", "--steps", "1000", "--delta", "1e-5"]
 SHUFFLE = ["shuffle", "--budgets", "uniform:0.05,1", "--n", "1000", "--delta", "1e-8"]
 TRAIN = ["train", "--epsilon", "1", "--epochs", "1"]
-
-
-def _set(argv, flag, value):
-    argv = list(argv)
-    argv[argv.index(flag) + 1] = value
-    return argv
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 # --------------------------------------------------------------------------------------------------
@@ -40,69 +27,51 @@ def run(capsys, *argv):
 # name → (argv, the whole message after "jaxpriv: error: " or, with a trailing "…", its start)
 CASES = {
     # steps are integers everywhere (no more RDP of 2.5 steps beside a CLT value)
-    "epsilon fractional steps": (["epsilon", *_set(DPSGD, "--steps", "2.5")],
+    "epsilon fractional steps": (["epsilon", *replace_arg(DPSGD, "--steps", "2.5")],
                                  "steps must be an integer in [0, inf), got 2.5"),
-    "epsilon infinite steps": (["epsilon", *_set(DPSGD, "--steps", "1e400")], "steps contains inf; …"),
+    "epsilon infinite steps": (["epsilon", *replace_arg(DPSGD, "--steps", "1e400")], "steps contains inf; …"),
     "calibrate fractional steps": (["calibrate", "sigma", "--epsilon", "1", "--q", "0.01", "--steps", "10.5",
                                     "--delta", "1e-5"], "steps must be an integer in [1, inf), got 10.5"),
     "calibrate zero steps": (["calibrate", "q", "--epsilon", "1", "--sigma", "1", "--steps", "0", "--delta", "1e-5"],
                              "steps must lie in [1, inf), got 0"),
     "calibrate zero q": (["calibrate", "steps", "--epsilon", "1", "--q", "0", "--sigma", "1", "--delta", "1e-5"],
                          "q must lie in (0.0, 1.0], got 0.0"),
-    "sweep fractional steps": (["sweep", *_set(DPSGD, "--steps", "100,150.5")],
+    "sweep fractional steps": (["sweep", *replace_arg(DPSGD, "--steps", "100,150.5")],
                                "steps must be an integer in [0, inf), got 150.5"),
-    "sweep log grid of steps": (["sweep", *_set(DPSGD, "--steps", "10:1000:4:log")],
+    "sweep log grid of steps": (["sweep", *replace_arg(DPSGD, "--steps", "10:1000:4:log")],
                                 "steps must be an integer in [0, inf), got 46.4…"),
     "sweep fractional chunk size": (["sweep", *DPSGD, "--chunk-size", "2.5"],
                                     "chunk_size must be an integer in [1, inf), got 2.5"),
     # every integer option: a fraction is rejected with the same message
-    "shuffle fractional n": (_set(SHUFFLE, "--n", "2.5"), "n must be an integer in [2, inf), got 2.5"),
-    "shuffle one user": (_set(SHUFFLE, "--n", "1"), "n must lie in [2, inf), got 1"),
+    "shuffle fractional n": (replace_arg(SHUFFLE, "--n", "2.5"), "n must be an integer in [2, inf), got 2.5"),
+    "shuffle one user": (replace_arg(SHUFFLE, "--n", "1"), "n must lie in [2, inf), got 1"),
     "shuffle fractional dims": ([*SHUFFLE, "--rounds", "10", "--dims", "1.5"],
                                 "dims must be an integer in [1, inf), got 1.5"),
     "shuffle fractional rounds": ([*SHUFFLE, "--rounds", "1,1e1,2.5"],
                                   "rounds must be an integer in [1, inf), got 2.5"),
     "shuffle no n": (SHUFFLE[:3] + SHUFFLE[5:], "--n (the number of users) is required with the distribution "
                                                 "--budgets 'uniform:0.05,1'"),
-    "train fractional epochs": (_set(TRAIN, "--epochs", "2.5"), "epochs must be an integer in [1, inf), got 2.5"),
+    "train fractional epochs": (replace_arg(TRAIN, "--epochs", "2.5"), "epochs must be an integer in [1, inf), got 2.5"),
     "train fractional hidden": ([*TRAIN, "--hidden", "1.5"], "hidden must be an integer in [1, inf), got 1.5"),
     "train fractional seed": ([*TRAIN, "--seed", "1.5"], "seed must be an integer in [0, 4294967295], got 1.5"),
     "train seed too large": ([*TRAIN, "--split-seed", "1e10"],
                              "split_seed must lie in [0, 4294967295], got 10000000000"),
     "train momentum": ([*TRAIN, "--momentum", "1"], "momentum must lie in [0.0, 1.0), got 1.0"),
     # budget mixtures: weights in (0, 1] summing to 1
-    "shuffle weights below 1": (_set(SHUFFLE, "--budgets", "levels:1@0.5"),
+    "shuffle weights below 1": (replace_arg(SHUFFLE, "--budgets", "levels:1@0.5"),
                                 "--budgets: levels:E@W,... needs weights W in (0, 1] summing to 1 (within 1e-06), "
                                 "got 'levels:1@0.5' (sum 0.5)"),
-    "shuffle weights above 1": (_set(SHUFFLE, "--budgets", "levels:1@0.7,2@0.7"),
+    "shuffle weights above 1": (replace_arg(SHUFFLE, "--budgets", "levels:1@0.7,2@0.7"),
                                 "--budgets: levels:E@W,... needs weights W in (0, 1] summing to 1 …"),
-    "shuffle weight above 1": (_set(SHUFFLE, "--budgets", "levels:1@2,2@-1"), "--budgets: levels:E@W,... needs …"),
+    "shuffle weight above 1": (replace_arg(SHUFFLE, "--budgets", "levels:1@2,2@-1"), "--budgets: levels:E@W,... needs …"),
     "train weights": ([*TRAIN[:1], "--budgets", "levels:1@0.3,3@0.3"],
                       "--budgets: levels:E@W,... needs weights W in (0, 1] summing to 1 …"),
 }
 
-SCRIPT = """
-import contextlib, io, json, sys, time
-from jaxpriv.cli import main
-results = []
-for argv in json.loads(sys.argv[1]):
-    out, err = io.StringIO(), io.StringIO()
-    start = time.perf_counter()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(argv)
-    results.append({"code": code, "stdout": out.getvalue(), "stderr": err.getvalue(),
-                    "seconds": time.perf_counter() - start})
-print(json.dumps({"results": results, "jax_imported": "jax" in sys.modules}))
-"""
-
-
 @pytest.fixture(scope="module")
 def outcome():
     """Every case in one fresh interpreter: name → result, and whether JAX was ever imported."""
-    run = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps([argv for argv, _ in CASES.values()])],
-                         capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr
-    report = json.loads(run.stdout)
+    report = run_fresh([argv for argv, _ in CASES.values()])
     return dict(zip(CASES, report["results"])), report["jax_imported"]
 
 
@@ -187,16 +156,16 @@ def test_reproduce_help_names_itself():
 
 
 @pytest.mark.parametrize("argv, dest, value", [
-    (["epsilon", *_set(DPSGD, "--steps", "1e4")], "steps", 10_000),
-    (["epsilon", *_set(DPSGD, "--steps", "10_000")], "steps", 10_000),
-    (["epsilon", *_set(DPSGD, "--steps", "1e12")], "steps", 10**12),
+    (["epsilon", *replace_arg(DPSGD, "--steps", "1e4")], "steps", 10_000),
+    (["epsilon", *replace_arg(DPSGD, "--steps", "10_000")], "steps", 10_000),
+    (["epsilon", *replace_arg(DPSGD, "--steps", "1e12")], "steps", 10**12),
     (["calibrate", "sigma", "--epsilon", "1", "--q", "0.01", "--steps", "2.5e3", "--delta", "1e-5"], "steps", 2500),
-    (_set(SHUFFLE, "--n", "1e7"), "n", 10**7),
+    (replace_arg(SHUFFLE, "--n", "1e7"), "n", 10**7),
     ([*SHUFFLE, "--rounds", "1e1,100", "--dims", "2e0"], "dims", 2),
     ([*SHUFFLE, "--rounds", "1e1,100,1e1"], "rounds", [10, 100, 10]),
     (["sweep", *DPSGD, "--chunk-size", "1e3"], "chunk_size", 1000),
     ([*TRAIN, "--hidden", "3.2e1", "--seed", "7e0"], "hidden", 32),
-    (_set(TRAIN, "--epochs", "2.0"), "epochs", 2),
+    (replace_arg(TRAIN, "--epochs", "2.0"), "epochs", 2),
 ])
 def test_integer_options_accept_every_spelling_of_an_integer(argv, dest, value):
     args = build_parser().parse_args(argv)
@@ -273,7 +242,7 @@ def piped(monkeypatch):
 
 
 def test_epsilon_table_fits_80_columns_and_labels_the_clt(capsys, piped):
-    code, out, _ = run(capsys, "epsilon", *_set(DPSGD, "--steps", "3"))
+    code, out, _ = run(capsys, "epsilon", *replace_arg(DPSGD, "--steps", "3"))
     assert code == 0
     _assert_fits(out)
     rows = {line.split("  ")[0].strip(): line for line in out.splitlines()}
@@ -312,7 +281,7 @@ def test_sweep_of_one_configuration_has_no_header_and_no_rate(capsys, piped):
     assert lines[0] == "ε sweep" and "configurations" in lines[2]  # a top rule, then the first row
     assert "configurations/s" not in out and "median" not in out
     assert any(line.split("│")[1].strip() == "ε" for line in lines if line.count("│") == 3)
-    code, out, _ = run(capsys, "sweep", *_set(DPSGD, "--q", "0.01,0.02"))
+    code, out, _ = run(capsys, "sweep", *replace_arg(DPSGD, "--q", "0.01,0.02"))
     assert "configurations/s" in out and "median ε" in out
 
 

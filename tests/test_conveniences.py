@@ -3,8 +3,6 @@
 
 import json
 import math
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -14,18 +12,12 @@ import pytest
 from flax import nnx
 
 import jaxpriv
-from jaxpriv.cli import main
 from jaxpriv.schedule import sampling_and_steps
 from jaxpriv.train import data, dpsgd
 from jaxpriv.train.dpsgd import DPSGDConfig
+from cli_helpers import run, run_fresh
 
 DELTA = 1e-5
-
-
-def run(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 # --------------------------------------------------------------------------------------------------
@@ -158,26 +150,10 @@ SCHEDULE_ERRORS = {
     "sweep both ways": (["sweep", "--sigma", "1", "--delta", "1e-5", "--q", "0.1", *SCHEDULE], "not both"),
 }
 
-SCRIPT = """
-import contextlib, io, json, sys
-from jaxpriv.cli import main
-results = []
-for argv in json.loads(sys.argv[1]):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(argv)
-    results.append({"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()})
-print(json.dumps({"results": results, "jax_imported": "jax" in sys.modules}))
-"""
-
-
 @pytest.fixture(scope="module")
 def schedule_errors():
     argvs = [argv for argv, _ in SCHEDULE_ERRORS.values()]
-    done = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(argvs)], capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    report = run_fresh(argvs)
     return dict(zip(SCHEDULE_ERRORS, report["results"])), report["jax_imported"]
 
 
