@@ -6,14 +6,17 @@ float32, 1e-10 in float64) on a model with every ghost route (Conv, Embed, Linea
 the Gram trick and the materialised per-example gradient), on convolutions with every nnx padding mode,
 and on a mixed model (LayerNorm by vmap inside the ghost pass, a layer called twice, dropout keys);
 with masks, non-finite examples, per-layer norms, microbatches; plus the ghost path's guards (weight
-tying, parameter penalties, shared kernels, BatchNorm) and one ValueError per bad argument.
+tying, parameter penalties, shared kernels, BatchNorm), the rule by which "auto" falls back to vmap (and
+logs why) where "ghost" raises, and one ValueError per bad argument.
 
 Compilation dominates the run time, so every clipped sum goes through one ``jax.jit`` (``graphdef`` and
 the method static, clip norms, mask and key traced) and the oracle's per-example gradients are cached.
 """
 
 import functools
+import logging
 import math
+import re
 
 import jax
 import jax.numpy as jnp
@@ -407,6 +410,71 @@ def test_batchnorm_is_rejected_naming_the_layer():
     with pytest.raises(ValueError, match="'bn' is nnx.BatchNorm"):
         clipped_grad_sum(xent, model, *vector_data(2), clip_norm=1.0)
     check_per_example(MLP(nnx.Rngs(0)))  # no error
+
+
+# ------------------------------------------------------------------------------------------------
+# the ghost fallback rule: decided before the pass, logged under "auto", a ValueError under "ghost"
+# ------------------------------------------------------------------------------------------------
+
+
+def checkpointed(model, x, y, key):  # the layer runs inside a JAX transform the taps cannot enter
+    h = jax.checkpoint(lambda v: jnp.tanh(model.hidden(v)))(x)
+    return optax.softmax_cross_entropy_with_integer_labels(model.out(h), y)
+
+
+def rematted(model, x, y, key):  # an nnx transform splits the layer, hidden parameters and all
+    h = nnx.remat(lambda layer, v: layer(v))(model.hidden, x)
+    return optax.softmax_cross_entropy_with_integer_labels(model.out(jnp.tanh(h)), y)
+
+
+FALLBACK_LOG = "clipped_grad_sum: method='auto' uses vmap"
+
+
+def auto_logs(caplog, model, x, y, clip, loss_fn) -> tuple[ClippedGradient, str]:
+    """Eager, so that it traces (and logs) every time: a jitted call would log only when it compiles."""
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="jaxpriv.train.clipping"):
+        out = clipped_grad_sum(loss_fn, model, x, y, clip_norm=clip)
+    return out, "\n".join(r.getMessage() for r in caplog.records)
+
+
+def test_auto_with_a_layer_without_ghost_norm_uses_vmap_and_logs_it(caplog):
+    model = Mixed(nnx.Rngs(0))  # LayerNorm: "ghost" mixes it into the ghost pass, "auto" goes all vmap
+    x, y = vector_data(5)
+    want, norms = reference(per_example_grads(model, x, y), 0.4)
+    out, log = auto_logs(caplog, model, x, y, 0.4, xent)
+    assert FALLBACK_LOG in log and "layer 'norm' (LayerNorm) has no ghost norm" in log
+    assert_matches(out, want, norms, F32_TOL)
+    _, log = auto_logs(caplog, MLP(nnx.Rngs(0)), x, y, 0.4, xent)  # every layer covered: ghost, nothing logged
+    assert log == ""
+
+
+@pytest.mark.parametrize("loss_fn,why", [
+    (checkpointed, "layer 'hidden' is called inside a JAX transform in loss_fn"),
+    (rematted, "parameter 'hidden/bias' is used outside its layer's __call__"),
+    (penalised, "parameter 'hidden/kernel' is used outside its layer's __call__"),
+])
+def test_loss_fn_ghost_cannot_follow_ghost_raises_auto_logs_and_uses_vmap(caplog, loss_fn, why):
+    model = MLP(nnx.Rngs(0))
+    x, y = vector_data(5)
+    with pytest.raises(ValueError, match=re.escape(f"method='ghost': {why}")):
+        clipped_grad_sum(loss_fn, model, x, y, clip_norm=1.0, method="ghost")
+    want, norms = reference(per_example_grads(model, x, y, loss_fn=loss_fn), 0.6)
+    out, log = auto_logs(caplog, model, x, y, 0.6, loss_fn)
+    assert f"{FALLBACK_LOG}: {why}" in log
+    assert_matches(out, want, norms, F32_TOL)
+
+
+def test_other_errors_of_loss_fn_propagate_without_a_second_pass(recwarn):
+    calls = []
+
+    def broken(model, x, y, key):
+        calls.append(1)
+        raise KeyError("a bug in loss_fn")
+
+    with pytest.raises(KeyError, match="a bug in loss_fn"):
+        clipped_grad_sum(broken, MLP(nnx.Rngs(0)), *vector_data(3), clip_norm=1.0)
+    assert len(calls) == 1 and not recwarn.list  # the shape pass raised it; no fallback to vmap and no warning
 
 
 # ------------------------------------------------------------------------------------------------

@@ -34,22 +34,23 @@ path computes L1 norms — the ghost identities are for squared L2 norms of oute
 Privacy-relevant details: masked-out examples (padding of Poisson batches) and examples whose gradient
 is not finite contribute exactly zero; ghost parameters are hidden from everything but their layer's
 ``__call__`` while tracing, so a model that uses them elsewhere (weight tying, a penalty in the loss)
-cannot silently get a wrong norm: ``"ghost"`` raises, ``"auto"`` falls back to ``"vmap"``.
+cannot silently get a wrong norm: ``"ghost"`` raises, ``"auto"`` falls back to ``"vmap"`` (and logs why).
 Per-example semantics must hold: :func:`check_per_example` rejects ``nnx.BatchNorm``.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import threading
-import warnings
 from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from flax.errors import TraceContextError
 from flax.nnx.nn.linear import _conv_dimension_numbers, canonicalize_padding
 
 from .._numerics import check_array, is_concrete
@@ -63,6 +64,8 @@ __all__ = [
     "clipped_grad_sum",
     "split_clipped_grad_sum",
 ]
+
+_log = logging.getLogger(__name__)
 
 METHODS = ("auto", "vmap", "ghost")
 NORMS = ("l2", "l1")
@@ -91,10 +94,6 @@ class ClippedGradient(NamedTuple):
 
 class _GhostUnsupported(ValueError):
     """Raised while tracing when ghost clipping cannot see all uses of a layer's parameters."""
-
-
-class _LossShapeError(ValueError):
-    """loss_fn did not return per-example losses (the same error under every method: no fallback)."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -206,7 +205,8 @@ class _GhostLayer:
         self.path = path
         self.name = _name(path)
         self.module = module  # the layer as merged from the caller's params (real values)
-        self.attrs = tuple(a for a in ("kernel", "bias", "embedding") if isinstance(getattr(module, a, None), nnx.Param))
+        self.attrs = tuple(a for a in ("kernel", "bias", "embedding")
+                           if isinstance(getattr(module, a, None), nnx.Param))
 
     def rows(self, a, g):
         """(T, d) inputs and (T, p) output gradients of one call, for one example."""
@@ -351,7 +351,8 @@ def _ghost_layers(model, params) -> dict[str, _GhostLayer]:
             continue
         layer = cls(path, module)
         owned = [getattr(module, a) for a in layer.attrs]
-        if layer.attrs and all(counts[id(v)] == 1 for v in owned) and all(path + (a,) in param_paths for a in layer.attrs):
+        if (layer.attrs and all(counts[id(v)] == 1 for v in owned)
+                and all(path + (a,) in param_paths for a in layer.attrs)):
             layers[layer.name] = layer
     return layers
 
@@ -365,7 +366,8 @@ _ACTIVE = threading.local()
 
 def _hidden_message(name):
     return (f"parameter '{name}' is used outside its layer's __call__ (weight tying, Embed.attend, a penalty "
-            "in the loss...), where ghost clipping cannot see its per-example gradient")
+            "in the loss, an nnx transform in loss_fn...), where ghost clipping cannot see its per-example "
+            "gradient")
 
 
 class _Hidden:
@@ -383,7 +385,9 @@ class _Hidden:
         raise _GhostUnsupported(_hidden_message(object.__getattribute__(self, "name")))
 
 
-for _dunder in ("__jax_array__", "__array__", "__getitem__", "__len__", "__iter__", "__float__", "__int__",
+# No __jax_array__: JAX's abstractification (an nnx transform splitting the model) then asks __getattr__ for it
+# and gets _GhostUnsupported, where defining it would make JAX raise its own, unrecognisable, ValueError.
+for _dunder in ("__array__", "__getitem__", "__len__", "__iter__", "__float__", "__int__",
                 "__bool__", "__neg__", "__pos__", "__abs__", "__add__", "__radd__", "__sub__", "__rsub__",
                 "__mul__", "__rmul__", "__matmul__", "__rmatmul__", "__truediv__", "__rtruediv__", "__pow__",
                 "__rpow__", "__lt__", "__le__", "__gt__", "__ge__"):
@@ -442,8 +446,12 @@ class _Taps:
 
     def call(self, name, call, inputs, args, kwargs):
         hidden = self.hidden[name]
-        for var, value, _ in hidden:
-            var.set_value(value)
+        try:
+            for var, value, _ in hidden:
+                var.set_value(value)
+        except TraceContextError:  # flax refuses writes from an inner trace: a JAX transform inside loss_fn
+            raise _GhostUnsupported(f"layer '{name}' is called inside a JAX transform in loss_fn (lax.scan, lax.cond, "
+                                    "jax.checkpoint, jax.vmap...), where ghost clipping cannot follow it") from None
         try:
             out = call(inputs, *args, **kwargs)
         finally:
@@ -474,7 +482,8 @@ def _check_batch(inputs, labels, mask) -> int:
     for what, tree in (("inputs", inputs), ("labels", labels)):
         for x in jax.tree.leaves(tree):
             if np.ndim(x) == 0 or np.shape(x)[0] != batch:
-                raise ValueError(f"{what} must have the leading batch dimension {batch} of inputs, got shape {np.shape(x)}")
+                raise ValueError(f"{what} must have the leading batch dimension {batch} of inputs, "
+                                 f"got shape {np.shape(x)}")
     if mask is not None:
         if np.shape(mask) != (batch,):
             raise ValueError(f"mask must have shape (B,) = ({batch},), got {np.shape(mask)}")
@@ -556,6 +565,29 @@ def _check_key(key, batch):
 # --------------------------------------------------------------------------------------------------
 
 
+class _ClipPlan(NamedTuple):
+    """What a clipped sum fixes before it sees a microbatch."""
+    loss_fn: Callable
+    graphdef: Any
+    params: Any  # the nnx.Param State differentiated; rest: the model's other state, passed through
+    rest: Any
+    groups: dict  # {layer name: its parameter paths}: the units of per-layer clipping
+    clip: Any  # {layer name: C_l} with per_layer, else one C; None when the batch carries per-example norms
+    per_layer: bool
+    l1: bool  # clip L1 norms (vmap only) instead of L2
+    layers: dict = {}  # {layer name: _GhostLayer}: the layers clipped by ghost norms, the rest by vmap
+    probe_shapes: dict = {}  # {layer name: output shape of each call}, for one example
+
+
+class _Batch(NamedTuple):
+    """The per-example arrays: one pytree, so that padding and chunking treat them alike."""
+    inputs: Any
+    labels: Any
+    keys: Any  # (B,) PRNG keys, or None
+    mask: jax.Array  # (B,) bool: False rows contribute exactly zero
+    clip: Any  # (B,) per-example clip norms, or None (plan.clip applies)
+
+
 def _split_states(params, ghost_paths):
     flat = list(nnx.to_flat_state(params))
     ghost = nnx.from_flat_state([(p, v) for p, v in flat if p in ghost_paths])
@@ -563,48 +595,46 @@ def _split_states(params, ghost_paths):
     return ghost, other
 
 
-def _pass(loss_fn, graphdef, params, rest, layers, groups, clip, per_layer, x, y, keys, mask, example_clip,
-          probe_shapes, norm="l2"):
-    """One microbatch: per-example squared L2 (or L1) norms by layer, clipping factors and the clipped sum.
-    ``example_clip`` is None or this microbatch's (b,) clip norms (then ``clip`` is unused)."""
-    l1 = norm == "l1"
+def _pass(plan: _ClipPlan, batch: _Batch):
+    """One microbatch: per-example squared L2 (or L1) norms by layer, clipping factors and the clipped sum."""
+    layers, groups = plan.layers, plan.groups
     ghost_paths = {layer.path + (a,) for layer in layers.values() for a in layer.attrs}
-    ghost_state, other_state = _split_states(params, ghost_paths)
+    ghost_state, other_state = _split_states(plan.params, ghost_paths)
     group_of = {path: name for name, paths in groups.items() for path in paths}
 
     def one(xi, yi, ki):
         def loss_of(other, probes):
             # Fresh Variables at this trace level (the taps mutate them); tree.map rebuilds the States.
-            model = nnx.merge(graphdef, *jax.tree.map(lambda v: v, (ghost_state, other, rest)))
+            model = nnx.merge(plan.graphdef, *jax.tree.map(lambda v: v, (ghost_state, other, plan.rest)))
             with _Taps(model, layers, probes) as taps:
-                losses = loss_fn(model, _add_batch(xi), _add_batch(yi), ki)
+                losses = plan.loss_fn(model, _add_batch(xi), _add_batch(yi), ki)
             if jnp.shape(losses) != (1,):
-                raise _LossShapeError(f"loss_fn must return per-example losses of shape (B,), got shape "
-                                      f"{jnp.shape(losses)} for a batch of one example")
+                raise ValueError(f"loss_fn must return per-example losses of shape (B,), got shape "
+                                 f"{jnp.shape(losses)} for a batch of one example")
             return losses[0], taps.inputs
 
-        probes = {n: [jnp.zeros(s.shape, s.dtype) for s in shapes] for n, shapes in probe_shapes.items()}
-        (loss, acts), (g_other, g_probes) = jax.value_and_grad(loss_of, argnums=(0, 1), has_aux=True)(other_state, probes)
+        probes = {n: [jnp.zeros(s.shape, s.dtype) for s in shapes] for n, shapes in plan.probe_shapes.items()}
+        value_and_grad = jax.value_and_grad(loss_of, argnums=(0, 1), has_aux=True)
+        (loss, acts), (g_other, g_probes) = value_and_grad(other_state, probes)
         dtype = jnp.promote_types(loss.dtype, jnp.float32)  # norms of bfloat16 gradients in float32
         sq = {name: jnp.zeros((), dtype) for name in groups}
         for path, var in nnx.to_flat_state(g_other):
             g = var.get_value().astype(dtype)
-            sq[group_of[path]] = sq[group_of[path]] + jnp.sum(jnp.abs(g) if l1 else jnp.square(g))
+            sq[group_of[path]] = sq[group_of[path]] + jnp.sum(jnp.abs(g) if plan.l1 else jnp.square(g))
         for name, layer in layers.items():
             sq[name] = sq[name] + layer.sq_norm(acts[name], g_probes[name]).astype(dtype)
         return loss, sq, acts, g_probes, g_other
 
-    in_keys = None if keys is None else 0
-    loss, sq, acts, g_probes, g_other = jax.vmap(one, in_axes=(0, 0, in_keys))(x, y, keys)
+    in_keys = None if batch.keys is None else 0
+    loss, sq, acts, g_probes, g_other = jax.vmap(one, in_axes=(0, 0, in_keys))(batch.inputs, batch.labels, batch.keys)
 
-    finish = (lambda v: v) if l1 else jnp.sqrt  # sq holds Σ|g| (L1) or Σ g² (L2)
-    total = sum(sq.values())
-    norms = finish(total)
-    valid = mask & jnp.isfinite(norms)
-    if per_layer:
-        factor = {n: jnp.where(valid, jnp.minimum(1.0, clip[n] / finish(sq[n])), 0.0) for n in groups}
+    finish = (lambda v: v) if plan.l1 else jnp.sqrt  # sq holds Σ|g| (L1) or Σ g² (L2)
+    norms = finish(sum(sq.values()))
+    valid = batch.mask & jnp.isfinite(norms)
+    if plan.per_layer:
+        factor = {n: jnp.where(valid, jnp.minimum(1.0, plan.clip[n] / finish(sq[n])), 0.0) for n in groups}
     else:
-        c = clip if example_clip is None else example_clip
+        c = plan.clip if batch.clip is None else batch.clip
         f = jnp.where(valid, jnp.minimum(1.0, c / norms), 0.0)
         factor = {n: f for n in groups}
 
@@ -615,7 +645,7 @@ def _pass(loss_fn, graphdef, params, rest, layers, groups, clip, per_layer, x, y
         grads[path] = jnp.tensordot(factor[group_of[path]].astype(g.dtype), g, axes=1)
     for name, layer in layers.items():
         grads.update(layer.clipped_sum(acts[name], g_probes[name], factor[name], valid))
-    loss_sum = jnp.sum(jnp.where(mask, loss, 0.0))
+    loss_sum = jnp.sum(jnp.where(batch.mask, loss, 0.0))
     return grads, norms, loss_sum
 
 
@@ -623,52 +653,63 @@ def _add_batch(tree):
     return jax.tree.map(lambda v: v[None], tree)
 
 
-def _probe_shapes(loss_fn, graphdef, params, rest, layers, x0, y0, k0):
-    """Output shapes of every call of every ghost layer, for one example (abstract evaluation)."""
-    if not layers:
-        return {}
+def _with_ghost_layers(plan: _ClipPlan, model, method: str, batch: _Batch) -> _ClipPlan:
+    """The plan with its ghost layers, by a rule decided before the clipped pass runs:
 
-    def forward(params, x, y, k):
-        model = nnx.merge(graphdef, *jax.tree.map(lambda v: v, (params, rest)))
+    1. only unshared Linear/Conv/Embed layers have ghost norms (_ghost_layers); "ghost" clips the other
+       layers by vmap in the same pass, "auto" goes all vmap unless ghost covers every layer (logged);
+    2. an abstract trace of loss_fn must meet the ghost parameters only inside their layer's own call
+       (no weight tying, penalty, JAX or nnx transform around the layer), else "ghost" raises a
+       ValueError naming the layer or parameter and "auto" logs it and goes all vmap.
+    """
+    layers = _ghost_layers(model, plan.params)
+    uncovered = [name for name in plan.groups if name not in layers]
+    if method == "auto" and uncovered:
+        kind = {_name(path): type(module).__name__ for path, module in nnx.iter_modules(model)}
+        _log.info("clipped_grad_sum: method='auto' uses vmap: layer '%s' (%s) has no ghost norm (only unshared "
+                  "nnx.Linear, nnx.Conv and nnx.Embed do)", uncovered[0], kind.get(uncovered[0], "not a module"))
+        return plan
+
+    def forward(params, x, y, k):  # the outputs of every call of every ghost layer, for one example
+        model = nnx.merge(plan.graphdef, *jax.tree.map(lambda v: v, (params, plan.rest)))
         with _Taps(model, layers) as taps:
-            loss_fn(model, _add_batch(x), _add_batch(y), k)
+            plan.loss_fn(model, _add_batch(x), _add_batch(y), k)
         return taps.outputs
 
-    return jax.eval_shape(forward, params, x0, y0, k0)
+    first = jax.tree.map(lambda v: v[0], (batch.inputs, batch.labels, batch.keys))
+    try:  # abstract evaluation: the probes' shapes, and rule 2 checked by the taps
+        shapes = jax.eval_shape(forward, plan.params, *first) if layers else {}
+    except _GhostUnsupported as err:  # the taps' own signal (rule 2); any other error is loss_fn's, raised as is
+        if method == "ghost":
+            raise ValueError(f"method='ghost': {err}; use method='vmap'") from None
+        _log.info("clipped_grad_sum: method='auto' uses vmap: %s", err)
+        return plan
+    return plan._replace(layers=layers, probe_shapes=shapes)
 
 
-def _run(loss_fn, graphdef, params, rest, layers, groups, clip, per_layer, inputs, labels, mask, keys, batch,
-         microbatch_size, example_clip=None, norm="l2"):
-    first = lambda t: jax.tree.map(lambda v: v[0], t)  # noqa: E731
-    shapes = _probe_shapes(loss_fn, graphdef, params, rest, layers, first(inputs), first(labels),
-                           None if keys is None else keys[0])
-    size = batch if microbatch_size is None else min(microbatch_size, batch)
-    chunks = -(-batch // size)
-    padded = chunks * size
-    if padded != batch:  # pad with copies of real examples, masked out (they contribute exactly zero)
-        take = lambda t: jax.tree.map(lambda v: jnp.take(v, jnp.arange(padded) % batch, axis=0), t)  # noqa: E731
-        inputs, labels = take(inputs), take(labels)
-        keys = None if keys is None else take(keys)
-        example_clip = None if example_clip is None else take(example_clip)
-        mask = jnp.concatenate([mask, jnp.zeros(padded - batch, bool)])
-    step = functools.partial(_pass, loss_fn, graphdef, params, rest, layers, groups, clip, per_layer,
-                             probe_shapes=shapes, norm=norm)
+def _run(plan: _ClipPlan, batch: _Batch, microbatch_size):
+    """All microbatches of ``microbatch_size`` examples (one ``lax.scan``), summed."""
+    n = batch.mask.shape[0]
+    size = n if microbatch_size is None else min(microbatch_size, n)
+    chunks = -(-n // size)
+    if chunks * size != n:  # pad with copies of real examples, masked out (they contribute exactly zero)
+        index = jnp.arange(chunks * size)
+        batch = jax.tree.map(lambda v: jnp.take(v, index % n, axis=0), batch)
+        batch = batch._replace(mask=batch.mask & (index < n))
     if chunks == 1:
-        grads, norms, loss_sum = step(inputs, labels, keys, mask, example_clip)
+        grads, norms, loss_sum = _pass(plan, batch)
     else:
-        split = lambda t: jax.tree.map(lambda v: v.reshape((chunks, size) + v.shape[1:]), t)  # noqa: E731
-        xs = (split(inputs), split(labels), None if keys is None else split(keys), split(mask),
-              None if example_clip is None else split(example_clip))
+        chunked = jax.tree.map(lambda v: v.reshape((chunks, size) + v.shape[1:]), batch)
 
         def body(carry, chunk):
-            grads, norms, loss_sum = step(*chunk)
+            grads, norms, loss_sum = _pass(plan, chunk)
             return jax.tree.map(jnp.add, carry, (grads, loss_sum)), norms
 
-        zero = jax.eval_shape(lambda c: step(*jax.tree.map(lambda v: v[0], c)), xs)
+        zero = jax.eval_shape(lambda c: _pass(plan, jax.tree.map(lambda v: v[0], c)), chunked)
         init = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), (zero[0], zero[2]))
-        (grads, loss_sum), norms = jax.lax.scan(body, init, xs)
+        (grads, loss_sum), norms = jax.lax.scan(body, init, chunked)
         norms = norms.reshape(-1)
-    return grads, norms[:batch], loss_sum
+    return grads, norms[:n], loss_sum
 
 
 def split_clipped_grad_sum(loss_fn: Callable, graphdef, params, rest, inputs, labels, *, clip_norm, mask=None,
@@ -710,35 +751,19 @@ def split_clipped_grad_sum(loss_fn: Callable, graphdef, params, rest, inputs, la
     if not groups:
         raise ValueError("model has no nnx.Param parameters to differentiate")
     clip, sensitivity = _layer_clip_norms(clip_norm, per_layer, list(groups), norm, batch)
-    keys = _check_key(key, batch)
     mask = jnp.ones(batch, bool) if mask is None else jnp.asarray(mask)
-    example_clip = None
+    data = _Batch(inputs, labels, _check_key(key, batch), mask, None)
     if not per_layer and jnp.ndim(clip) == 1:  # per-example norms: the sensitivity is the largest one present
-        example_clip = clip
+        data = data._replace(clip=clip)
         sensitivity = jnp.max(jnp.where(mask, clip, jnp.zeros((), clip.dtype)))
+    plan = _ClipPlan(loss_fn, graphdef, params, rest, groups, None if data.clip is not None else clip, per_layer,
+                     l1=norm == "l1")
 
     template = nnx.merge(graphdef, params, rest)  # Python structure only: which layers are what
     check_per_example(template)
-    layers = {} if method == "vmap" or norm == "l1" else _ghost_layers(template, params)
-    if method == "auto" and set(layers) != set(groups):
-        layers = {}  # ghost only when every layer with parameters supports it
-    run = functools.partial(_run, loss_fn, graphdef, params, rest, groups=groups, clip=clip, per_layer=per_layer,
-                            inputs=inputs, labels=labels, mask=mask, keys=keys, batch=batch,
-                            microbatch_size=microbatch_size, example_clip=example_clip, norm=norm)
-    try:
-        flat, norms, loss_sum = run(layers=layers)
-    except _GhostUnsupported as err:
-        if method == "ghost":
-            raise ValueError(f"method='ghost': {err}; use method='vmap'") from None
-        flat, norms, loss_sum = run(layers={})
-    except _LossShapeError:
-        raise
-    except Exception as err:  # noqa: BLE001 — "auto" must work wherever "vmap" does
-        if method != "auto" or not layers:
-            raise
-        warnings.warn(f"clipped_grad_sum: ghost clipping failed ({type(err).__name__}: {err}); using vmap",
-                      RuntimeWarning, stacklevel=2)
-        flat, norms, loss_sum = run(layers={})
+    if method != "vmap" and norm == "l2":  # L1 norms have no ghost identity: vmap, as documented
+        plan = _with_ghost_layers(plan, template, method, data)
+    flat, norms, loss_sum = _run(plan, data, microbatch_size)
     grads = nnx.from_flat_state([(path, var.replace(flat[path])) for path, var in nnx.to_flat_state(params)])
     loss = loss_sum / jnp.maximum(jnp.sum(mask), 1).astype(loss_sum.dtype)
     return ClippedGradient(grads, sensitivity, loss, norms)
@@ -770,8 +795,10 @@ def clipped_grad_sum(loss_fn: Callable, model, inputs, labels, *, clip_norm, mas
       microbatch_size: process the batch in chunks of this many examples (``lax.scan``) to bound
         memory; a last partial chunk is padded with masked-out examples.
       method: ``"vmap"`` (any model), ``"ghost"`` (Linear/Conv/Embed by ghost norms, other parameters
-        by vmap; raises ``ValueError`` if a ghost parameter is used outside its layer's call) or
-        ``"auto"`` (ghost when every layer with parameters supports it, else vmap; always vmap for L1).
+        by vmap; raises ``ValueError`` if a ghost parameter is used outside its layer's call, or the layer
+        is called inside a JAX or nnx transform in ``loss_fn``) or ``"auto"`` (ghost when every layer with
+        parameters supports it and ``"ghost"`` would not raise, else vmap, logged at INFO naming the layer
+        that forces it; always vmap for L1).
       norm: ``"l2"`` (DP-SGD with Gaussian noise) or ``"l1"`` (‖g_i‖₁ ≤ C: the L1 sensitivity that
         per-coordinate Laplace/staircase noise is calibrated to; vmap path only).
 
