@@ -90,7 +90,8 @@ class Rule(NamedTuple):
         return text + (f"; {extra}" if extra else "")
 
     def narrow(self, why: str, **bounds) -> "Rule":
-        """A subcommand's narrower copy: new ``bounds`` (lo, hi, lo_open, hi_open), and its help says so."""
+        """A subcommand's narrower copy: new ``bounds`` (lo, hi, lo_open, hi_open, integer), and its help
+        says so."""
         narrower = self._replace(**bounds)
         return narrower._replace(why=f"narrower than the shared {self.range}: {why}")
 
@@ -132,7 +133,7 @@ RULES: dict[str, Rule] = {
     "dims": Rule("dims", "shuffled releases per round B", 1.0, integer=True),
     # train
     "noise_multiplier": Rule("noise_multiplier", "fixed noise multiplier σ", 0.0, lo_open=True),
-    "epochs": Rule("epochs", "number of epochs", 1.0, integer=True),
+    "epochs": Rule("epochs", "number of epochs", 0.0, lo_open=True),
     "batch_size": Rule("batch_size", "expected batch size Σq (Poisson sampling)", 0.0, lo_open=True),
     # epsilon, calibrate and sweep's training schedule (with batch_size and epochs: see _add_schedule)
     "dataset_size": Rule("dataset_size", "number of training records N", 1.0, integer=True),
@@ -953,7 +954,8 @@ def _add_train_parser(subparsers) -> None:
                    help="noise: 'gaussian' (L2 clipping) or 'laplace' (L1 clipping, per-coordinate Laplace; "
                         "--noise-multiplier is then the Laplace scale per unit L1 sensitivity; no --budgets) "
                         "(default: %(default)s)")
-    _add_number(p, "epochs", default=20)
+    _add_number(p, "epochs", RULES["epochs"].narrow("the trainer runs whole epochs", lo=1.0, lo_open=False,
+                                                    integer=True), default=20)
     _add_number(p, "batch_size", default=128.0, extra="at most the training set's size")
     _add_number(p, "clip", default=1.0)
     _add_number(p, "lr", default=0.1)

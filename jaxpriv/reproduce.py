@@ -93,10 +93,13 @@ def compare(paper: str, quantity: str, paper_value, ours, *, why: str, kind: str
       'differs by +7.2 pp (tolerance ±2 pp): digits, not QMNIST'
     """
     p, o = float(paper_value), float(ours)
+    if math.isnan(o) or math.isnan(p):
+        return _row(paper, quantity, paper_text or _num(p, digits), ours_text or "—", "differs",
+                    f"differs: no value ({why})", p, o)
     if kind == "relative":
         tol = RTOL if tol is None else tol
         both_inf = math.isinf(p) and math.isinf(o)
-        d = 0.0 if both_inf else (o / p - 1.0 if p != 0 else math.copysign(math.inf, o))
+        d = 0.0 if both_inf or o == p else (o / p - 1.0 if p != 0 else math.copysign(math.inf, o))
         delta = "∞" if not math.isfinite(d) else f"{d:+.1%}" if abs(d) >= 1e-3 else f"{d:+.2%}"
         bound, ok = f"±{tol:.0%}", both_inf or abs(d) <= tol
         if both_inf:
@@ -107,8 +110,8 @@ def compare(paper: str, quantity: str, paper_value, ours, *, why: str, kind: str
         delta, bound, ok = f"{d:+.1f} pp", f"±{tol:g} pp", abs(d) <= tol
     elif kind == "time":
         tol = TIME_FACTOR if tol is None else tol
-        r = o / p
-        delta = f"{1 / r:.3g}× faster" if r < 1 else f"{r:.3g}× slower"
+        r = o / p if p > 0 and o > 0 else math.nan  # a time of 0 has no ratio: never "within"
+        delta = "n/a" if math.isnan(r) else f"{1 / r:.3g}× faster" if r < 1 else f"{r:.3g}× slower"
         bound, ok = f"within ×{tol:g}", 1 / tol <= r <= tol
     else:
         raise ValueError(f"kind must be 'relative', 'points' or 'time', got {kind!r}")
@@ -124,9 +127,23 @@ def compare(paper: str, quantity: str, paper_value, ours, *, why: str, kind: str
     return _row(paper, quantity, paper_text, ours_text, status, verdict, p, o)
 
 
-def claim(paper: str, quantity: str, paper_claim: str, holds: bool, evidence: str, *, why: str) -> dict:
+def claim(paper: str, quantity: str, paper_claim: str, holds: bool, evidence: str, *, why: str,
+          stand_in: str | None = None) -> dict:
     """A row for a claim without a number (an ordering, a threshold): reproduced when ``holds``, which the
-    caller computes from its numbers (``evidence`` shows them); ``why`` is shown only when it fails."""
+    caller computes from its numbers (``evidence`` shows them); ``why`` is shown only when it fails.
+    ``stand_in`` names the data ours ran on when it is not the paper's: a claim that holds there only
+    *matches on a stand-in*.
+
+    Example:
+      >>> claim("GSPA", "constant beats uniform", "94.8% > 93.5%", True, "54% vs 40%", why="-")["verdict"]
+      'reproduced'
+      >>> claim("GSPA", "constant beats uniform", "94.8% > 93.5%", True, "54% vs 40%", why="-",
+      ...       stand_in="digits")["verdict"]
+      'holds, but on digits: a coincidence, not a reproduction'
+    """
+    if holds and stand_in:
+        return _row(paper, quantity, paper_claim, evidence, STAND_IN,
+                    f"holds, but on {stand_in}: a coincidence, not a reproduction")
     ok = bool(holds)
     return _row(paper, quantity, paper_claim, evidence, "reproduced" if ok else "differs",
                 "reproduced" if ok else f"not reproduced: {why}")

@@ -40,6 +40,7 @@ GAUSS = [  # (λ, σ, τ, T)
     (0.3, 2.0, 5, 20),
     (0.05, 1.0, 3, 40),
     (0.8, 6.0, 10, 8),
+    (0.3, 10.0, 400, 3),  # a long local run: its dominated PLD is moved up by a non-zero Hoeffding shift
 ]
 
 
@@ -75,7 +76,7 @@ def test_gaussian_runs_delta_interval():
 
 SUB = [  # (λ, q, σ, T, ε): one Poisson-subsampled Gaussian step per round
     (0.5, 0.1, 1.0, 1, 0.5),
-    (0.3, 0.5, 2.0, 1, 0.1),  # the add direction is the worse one here
+    (0.3, 0.5, 2.0, 1, 0.1),
     (0.4, 0.3, 1.5, 2, 0.3),
 ]
 
@@ -83,7 +84,9 @@ SUB = [  # (λ, q, σ, T, ε): one Poisson-subsampled Gaussian step per round
 @pytest.mark.parametrize("i", range(len(SUB)))
 def test_subsampled_runs_by_quadrature(i):
     rate, q, sigma, rounds, eps = SUB[i]
-    exact = max(mixture_delta(rate, rounds, lambda k: sub_gaussian_delta(q, sigma, k, eps, d)) for d in ("remove", "add"))
+    by_direction = {d: mixture_delta(rate, rounds, lambda k: sub_gaussian_delta(q, sigma, k, eps, d))
+                    for d in ("remove", "add")}
+    exact = max(by_direction.values())
     event = client_rounds(rate, ev.PoissonSampled(q, ev.Gaussian(sigma)), rounds)
     lower, upper = accounting.delta_interval(event, eps)
     assert lower <= exact * (1 + 1e-6) and exact * (1 - 1e-6) <= upper, (lower, exact, upper)
@@ -115,3 +118,18 @@ def test_client_sampling_inside_poisson_sampling_is_refused():
     event = ev.PoissonSampled(0.1, ev.ClientSampled(0.5, ev.Gaussian(1.0)))
     with pytest.raises(ValueError, match="ClientSampled inside PoissonSampled"):
         accounting.epsilon(event, 1e-5, accountant="pld")
+
+
+def test_composed_with_other_steps():
+    """A client-sampled stage composed with a plain Gaussian release: δ is the binomial mixture of GDP
+    terms with the extra Gaussian's μ added in quadrature (closed form)."""
+    rate, sigma, tau, rounds, extra = 0.4, 3.0, 4, 6, 5.0
+    event = ev.Composed((client_rounds(rate, ev.SelfComposed(ev.Gaussian(sigma), tau), rounds), ev.Gaussian(extra)))
+
+    def delta(eps):
+        return sum(stats.binom.pmf(k, rounds, rate) * gaussian_delta(np.sqrt(k * tau / sigma**2 + 1 / extra**2), eps)
+                   for k in range(rounds + 1))
+
+    exact = optimize.brentq(lambda e: delta(e) - 1e-5, 1e-9, 100.0, xtol=1e-13)
+    lower, upper = accounting.epsilon_interval(event, 1e-5)
+    assert lower <= exact <= upper and upper - lower <= 0.01 * upper, (lower, exact, upper)

@@ -126,8 +126,9 @@ def test_every_numeric_option_follows_the_shared_table():
                 rule = rules[action.dest]  # every numeric option is checked by a rule...
                 if rule != RULES[action.dest]:  # ...the shared one, or a narrower copy that says why
                     assert rule.why.startswith(f"narrower than the shared {RULES[action.dest].range}: "), path
-                    assert rule._replace(lo=0, hi=0, lo_open=0, hi_open=0, why="") == \
-                        RULES[action.dest]._replace(lo=0, hi=0, lo_open=0, hi_open=0)
+                    assert rule._replace(lo=0, hi=0, lo_open=0, hi_open=0, integer=0, why="") == \
+                        RULES[action.dest]._replace(lo=0, hi=0, lo_open=0, hi_open=0, integer=0)
+                    assert rule.integer >= RULES[action.dest].integer  # an integer rule may narrow a real one
                 help_text = " ".join(_help(*path).split())
                 assert f"{rule.phrase} in {rule.range}" in help_text, (path, action.dest)
     assert {"q", "sigma", "steps", "delta", "epsilon", "n", "rounds", "dims", "chunk_size", "epochs",

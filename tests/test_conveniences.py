@@ -134,7 +134,7 @@ SCHEDULE_ERRORS = {
     "batch size not a number": ([*EPS, "--dataset-size", "100", "--batch-size", "x", "--epochs", "1"],
                                 "argument --batch-size: not a number: 'x'"),
     "epochs zero": ([*EPS, "--dataset-size", "100", "--batch-size", "10", "--epochs", "0"],
-                    "epochs must lie in [1, inf), got 0"),
+                    "epochs must lie in (0.0, inf), got 0.0"),
     "calibrate sigma neither": (["calibrate", "sigma", "--epsilon", "1", "--delta", "1e-5"],
                                 "the following arguments are required: --q, --steps"),
     "calibrate steps with q": (["calibrate", "steps", "--epsilon", "1", "--sigma", "1", "--delta", "1e-5", "--q",
@@ -145,8 +145,6 @@ SCHEDULE_ERRORS = {
                                        "1e-5", *SCHEDULE[:2]], "unrecognized arguments: --dataset-size"),
     "sweep one batch size": (["sweep", "--sigma", "1", "--delta", "1e-5", "--dataset-size", "100", "--batch-size",
                               "10,20", "--epochs", "1"], "argument --batch-size: not a number: '10,20'"),
-    "sweep epochs grid fraction": (["sweep", "--sigma", "1", "--delta", "1e-5", "--dataset-size", "100",
-                                    "--batch-size", "10", "--epochs", "1,2.5"], "epochs must be an integer"),
     "sweep both ways": (["sweep", "--sigma", "1", "--delta", "1e-5", "--q", "0.1", *SCHEDULE], "not both"),
 }
 
@@ -330,3 +328,12 @@ def test_train_prints_the_calibrated_noise_multiplier(capsys, tmp_path):
     code, out, err = run(capsys, *TRAIN, "--noise-multiplier", "1.5")
     assert code == 0, err
     assert "noise multiplier σ = 1.5 (given)" in out
+
+
+def test_fractional_epochs_on_the_command_line(capsys):
+    """Like sampling_and_steps, the schedule options take a real number of epochs: T = ⌈E·N/B⌉."""
+    code, out, err = run(capsys, "epsilon", "--dataset-size", "1000", "--batch-size", "10", "--epochs", "0.5",
+                         "--sigma", "1", "--delta", "1e-5", "--accountant", "rdp", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["steps"] == 50 and data["q"] == pytest.approx(0.01)

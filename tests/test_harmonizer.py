@@ -133,6 +133,7 @@ def test_tiny_target_lands_on_the_total_variation_jump():
         (dict(q=0.0), "q"),
         (dict(q=1.5), "q"),
         (dict(rounds=0.5), "rounds"),
+        (dict(rounds=2.5), "rounds must be an integer"),
         (dict(mechanisms=["gaussian", "laplace"], epsilon=[1.0, 2.0, 3.0]), "shapes"),
         (dict(orders=[0.5, 2.0]), "orders"),
     ],

@@ -64,13 +64,15 @@ def harmonize(mechanisms, epsilon, delta, q=1.0, rounds=1, orders=None, *, dimen
     or the Zhu-Wang bound on the subsampled Laplace / staircase curve (MATH §1.4, §4.2). The scale is
     within 1e-10 relative of the root of ε_i(s) = ε_i (UDP-FL seed 002, Harmonizer and Alg. 3; MATH §5).
     A target below what the orders can certify gives scale ``inf`` (``0`` for staircase) with a warning.
+    The scale is searched in σ, b ∈ [1e-4, 1e8] and ε₀ ∈ [1e-8, 100]: a target that even the least noisy
+    end meets (ε in the hundreds) gets that end, which meets it with room to spare.
 
     Args:
       mechanisms: a mechanism name or an array of names, each one of :data:`MECHANISMS`.
       epsilon: target ε > 0 per client.
       delta: δ ∈ (0, 1).
       q: Poisson sampling rate in (0, 1].
-      rounds: number of rounds T ≥ 1.
+      rounds: number of rounds T ≥ 1 (an integer).
       orders: Rényi orders (default :data:`jaxpriv.rdp.DEFAULT_ORDERS`).
       dimension: for ``"staircase"``, the number d ≥ 1 of coordinates noised per round with L1
         sensitivity 1: the curve is then d·ρ(1/d) (:func:`jaxpriv.mechanisms.staircase.rdp_l1`; the 1-D
@@ -104,7 +106,7 @@ def harmonize(mechanisms, epsilon, delta, q=1.0, rounds=1, orders=None, *, dimen
             "epsilon": check_array("epsilon", epsilon, 0.0, np.inf, lo_open=True),
             "delta": check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True),
             "q": check_array("q", q, 0.0, 1.0, lo_open=True),
-            "rounds": check_array("rounds", rounds, 1.0, np.inf),
+            "rounds": check_array("rounds", rounds, 1.0, np.inf, integer=True),
             "dimension": check_array("dimension", dimension, 1.0, np.inf, integer=True),
         }
         shape = check_broadcastable(mechanisms=np.empty(names.shape), **arrays)

@@ -86,10 +86,11 @@ def budgets(spec: str, n: int | None = None) -> np.ndarray:
         for item in body.split(","):
             eps, _, weight = item.partition("@")
             pairs.append(_numbers(f"{eps},{weight}", spec) if weight else [])
-        if not pairs or any(len(p) != 2 or p[0] <= 0 or p[1] <= 0 for p in pairs):
-            raise ValueError(f"levels:E@W,... needs positive budgets E and weights W, got {spec!r}")
+        # written as "not (valid)" so that a NaN fails every test
+        if not pairs or any(len(p) != 2 or not (0 < p[0] < np.inf and 0 < p[1]) for p in pairs):
+            raise ValueError(f"levels:E@W,... needs positive finite budgets E and weights W, got {spec!r}")
         eps, weight = np.array(pairs).T
-        if np.any(weight > 1) or abs(weight.sum() - 1) > _WEIGHT_TOLERANCE:
+        if not (np.all(weight <= 1) and abs(weight.sum() - 1) <= _WEIGHT_TOLERANCE):
             raise ValueError(f"levels:E@W,... needs weights W in (0, 1] summing to 1 (within {_WEIGHT_TOLERANCE:g}), "
                              f"got {spec!r} (sum {weight.sum():.6g})")
         cumulative = np.cumsum(weight) / weight.sum()
