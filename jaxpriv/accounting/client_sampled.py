@@ -19,7 +19,8 @@ The run's PLD is itself composed on the accountant's grid (host side, :func:`jax
   FFT's rounding (‖err‖₁ ≤ √N‖err‖₂). Moving mass up, or adding mass, only raises δ(ε) after any further
   composition (δ is a positive functional, increasing in the loss).
 * **dominated** (optimistic grid): the composed round-down pmf, moved up by the Hoeffding shift c of its
-  fractional parts (Pr[ΣF < c] ≤ η), with the top r = η + tails + rounding of its mass removed. Its tail
+  fractional parts (Pr[ΣF < c] ≤ η), with the top r = η + tails + rounding (the FFT's, and 2Nu for the
+  running sums that find the top) of its mass removed. Its tail
   masses then lie below the true loss's at every ℓ, which is what a lower bound on δ(ε) needs, after any
   further composition too.
 """
@@ -70,5 +71,7 @@ def elements(step, nodes: int) -> int:
     """About how many float64 values one setting of ``step`` holds at once (its atoms and their
     placement on a grid of ``nodes``): the accountant sizes its chunks by it."""
     if isinstance(step, ClientMixture):
-        return 8 * int(step.remove_upper[0].shape[-1]) + int(nodes)
+        atoms = max(int(side[0].shape[-1]) for side in (step.remove_upper, step.remove_lower, step.add_upper,
+                                                         step.add_lower))
+        return 8 * atoms + int(nodes)
     return 0

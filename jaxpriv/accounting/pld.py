@@ -341,6 +341,10 @@ def _evaluate(steps, starts, counts, h, window_start, lam_up, lam_dn, eta, value
     def one(step_events, step_starts, step_counts, hh, w0, l_up, l_dn, eta, x, reach_ends):
         pess, opt = [], []
         log_pinf = log_oinf = frac = 0.0
+        # the +inf mass of the composition, also for steps whose measure is not exactly of mass 1 (a nested
+        # client-sampled run's dominating/dominated measures): m^T − (m − p∞)^T = m^T·(1 − (1 − p∞/m)^T)
+        log_mass = {"pess": 0.0, "opt": 0.0}
+        log_no_inf = {"pess": 0.0, "opt": 0.0}
         mgf_pess, mgf_opt = jnp.zeros(2), jnp.zeros(2)
         lams = jnp.stack([l_up, l_dn])
         for e, s, t, n in zip(step_events, step_starts, step_counts, sizes):
@@ -349,10 +353,16 @@ def _evaluate(steps, starts, counts, h, window_start, lam_up, lam_dn, eta, value
             mgf_pess = mgf_pess + t * _log_mgf(p, step_nodes, lams)
             pess.append(jnp.zeros(N).at[:n].set(p))
             log_pinf = log_pinf + t * jnp.log1p(-pinf)
+            mass = jnp.sum(p) + pinf
+            log_mass["pess"] = log_mass["pess"] + t * jnp.log(mass)
+            log_no_inf["pess"] = log_no_inf["pess"] + t * jnp.log1p(-pinf / mass)
             if lower:
                 mgf_opt = mgf_opt + t * _log_mgf(o, step_nodes, lams)
                 opt.append(jnp.zeros(N).at[:n].set(o))
                 log_oinf = log_oinf + t * jnp.log1p(-oinf)
+                mass = jnp.sum(o) + oinf
+                log_mass["opt"] = log_mass["opt"] + t * jnp.log(mass)
+                log_no_inf["opt"] = log_no_inf["opt"] + t * jnp.log1p(-oinf / mass)
                 frac = frac + t * f
         total = sum(step_counts)
         nodes = (w0 + jnp.arange(N, dtype=jnp.float64)) * hh
@@ -362,7 +372,7 @@ def _evaluate(steps, starts, counts, h, window_start, lam_up, lam_dn, eta, value
         alias_pess = _chernoff_mass(mgf_pess[0], l_up, top) + _chernoff_mass(mgf_pess[1], l_dn, bottom)
         composed_pess, growth = _compose(pess, step_counts, step_starts, w0, N)
         composed_pess = jnp.where(reachable, composed_pess, 0.0)
-        inf_pess = -jnp.expm1(log_pinf)
+        inf_pess = jnp.maximum(-jnp.expm1(log_pinf), jnp.exp(log_mass["pess"]) * -jnp.expm1(log_no_inf["pess"]))
         l2_pess = growth + (4.0 * total / math.log2(N) + 1.0) * jnp.linalg.norm(composed_pess)
         if query == "pmf":  # a dominating measure: everything it may miss goes up to +inf (see .client_sampled)
             fp_l1 = math.sqrt(N) * 8.0 * _U * math.log2(N) * l2_pess  # ‖err‖₁ ≤ √N‖err‖₂
@@ -379,7 +389,7 @@ def _evaluate(steps, starts, counts, h, window_start, lam_up, lam_dn, eta, value
         alias_opt = _chernoff_mass(mgf_opt[0], l_up, top) + _chernoff_mass(mgf_opt[1], l_dn, bottom)
         composed_opt, growth_opt = _compose(opt, step_counts, step_starts, w0, N)
         composed_opt = jnp.where(reachable, composed_opt, 0.0)
-        inf_opt = -jnp.expm1(log_oinf)
+        inf_opt = jnp.minimum(-jnp.expm1(log_oinf), jnp.exp(log_mass["opt"]) * -jnp.expm1(log_no_inf["opt"]))
         l2_opt = growth_opt + (4.0 * total / math.log2(N) + 1.0) * jnp.linalg.norm(composed_opt)
         # Hoeffding: Pr[ΣF < E ΣF − s] ≤ η for T fractional parts in [0, h)
         shift = jnp.maximum(frac - hh * jnp.sqrt(total * jnp.log(1.0 / eta) / 2.0), 0.0)
@@ -535,49 +545,62 @@ def _step_elements(step, nodes: int) -> int:
 _NESTED_ETA = 1e-15
 
 
+#: settings whose local runs are composed at once (bounds the host memory of their composed PLDs)
+_NESTED_CHUNK = 64
+
+
 def _client_mixture(step: ev.ClientSampled, B: int, h: np.ndarray) -> client_sampled.ClientMixture:
     """The ClientMixture step of a ClientSampled event: its local run composed on the grid, both ways."""
     run = ev.map_numbers(step.event, lambda _, x: np.broadcast_to(np.asarray(x, np.float64), (B,)))
-    remove = _composed_pmfs(run, h, "remove")
-    add = remove if symmetric(run) else _composed_pmfs(run, h, "add")
+    sides = {key: [] for key in ("remove_upper", "remove_lower", "add_upper", "add_lower")}
+    for s in range(0, B, _NESTED_CHUNK):
+        part = ev.map_numbers(run, lambda _, x, s=s: x[s:s + _NESTED_CHUNK])
+        remove = _composed_pmfs(part, h[s:s + _NESTED_CHUNK], "remove")
+        add = remove if symmetric(run) else _composed_pmfs(part, h[s:s + _NESTED_CHUNK], "add")
+        for name, lists in (("remove", remove), ("add", add)):
+            sides[f"{name}_upper"] += lists[0]
+            sides[f"{name}_lower"] += lists[1]
     rate = jnp.asarray(np.broadcast_to(np.asarray(step.rate, np.float64), (B,)))
-    return client_sampled.ClientMixture(rate, *remove, *add)
+    return client_sampled.ClientMixture(rate, **{key: _pack(atoms) for key, atoms in sides.items()})
+
+
+def _pack(atoms: list) -> tuple:
+    """Per-setting (losses, masses) atom lists → two (B, A) arrays, padded with atoms of loss 0, mass 0."""
+    A = static_size(max(loss.size for loss, _ in atoms))
+    losses = np.stack([np.pad(loss, (0, A - loss.size)) for loss, _ in atoms])
+    masses = np.stack([np.pad(mass, (0, A - mass.size)) for _, mass in atoms])
+    return jnp.asarray(losses), jnp.asarray(masses)
 
 
 def _composed_pmfs(event, h, direction):
-    """The composed PLD of ``event`` (numbers broadcast to (B,)) in one direction, on the spacing h (or
-    the coarser one the accountant needs): ((losses, masses) dominating, (losses, masses) dominated),
-    each (B, A) with +∞ as a loss; see :mod:`.client_sampled` for why each side is safe."""
+    """The composed PLD of ``event`` (numbers of shape (B,)) in one direction, on the spacing h (or the
+    coarser one the accountant needs): (dominating, dominated), each a list of B (losses, masses) atom
+    arrays with +∞ as the last loss, trimmed to the nodes that hold mass; see :mod:`.client_sampled` for
+    why each side is safe."""
     steps = components(event)
     B = h.shape[0]
     if not steps:
-        point = (np.zeros((B, 1)), np.ones((B, 1)))
-        return tuple(jnp.asarray(x) for x in point), tuple(jnp.asarray(x) for x in point)
+        point = [(np.array([0.0, np.inf]), np.array([1.0, 0.0]))] * B
+        return point, point
     step_events = [_device_step(e, B, h) for e, _ in steps]
     counts = np.stack([np.broadcast_to(np.asarray(c, np.float64), (B,)) * ~_never_sampled(e, B) for e, c in steps],
                       axis=-1)
     plan = _plan(step_events, counts, direction, h, True)
     eta = np.full(B, _NESTED_ETA)
-    sides = {"upper": [None] * B, "lower": [None] * B}
+    upper, lower = [None] * B, [None] * B
+
+    def trimmed(first, mass, inf, hh):
+        keep = np.nonzero(mass > 0)[0]
+        lo, hi = (keep[0], keep[-1] + 1) if keep.size else (0, 0)
+        return (np.append((first + np.arange(lo, hi)) * hh, np.inf), np.append(mass[lo:hi], inf))
+
     for idx, (p_up, inf_up, p_lo, inf_lo, shift) in _groups(step_events, counts, plan, eta, np.zeros(B), direction,
                                                               "pmf", True, None, False):
         for j, i in enumerate(idx):
-            k = np.arange(p_up.shape[1], dtype=np.float64)
             hh, w0 = plan["h"][i], plan["w_start"][i]
-            sides["upper"][i] = ((w0 + k) * hh, p_up[j], inf_up[j])
-            sides["lower"][i] = ((w0 + shift[j] + k) * hh, p_lo[j], inf_lo[j])
-    out = []
-    for side in ("upper", "lower"):
-        trimmed = []
-        for loss, mass, inf in sides[side]:
-            keep = np.nonzero(mass > 0)[0]
-            lo, hi = (keep[0], keep[-1] + 1) if keep.size else (0, 0)
-            trimmed.append((np.append(loss[lo:hi], np.inf), np.append(mass[lo:hi], inf)))
-        A = static_size(max(t[0].size for t in trimmed))
-        losses = np.stack([np.pad(t[0], (0, A - t[0].size)) for t in trimmed])
-        masses = np.stack([np.pad(t[1], (0, A - t[1].size)) for t in trimmed])
-        out.append((jnp.asarray(losses), jnp.asarray(masses)))
-    return tuple(out)
+            upper[i] = trimmed(w0, p_up[j], inf_up[j], hh)
+            lower[i] = trimmed(w0 + shift[j], p_lo[j], inf_lo[j], hh)
+    return upper, lower
 
 
 def _plan(step_events, counts, direction, h_req, lower):
