@@ -16,7 +16,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 DEFAULT_CHUNK = 4096
 
 
-def _bucket(n: int, chunk: int, multiple: int) -> int:
+def padded_batch_size(n: int, chunk: int, multiple: int) -> int:
     """Padded batch size: 1 or 16 for small queries, then powers of two from 256, at most ``chunk``.
 
     Every distinct size is a separate compilation of a large kernel, so small sizes are coarse; large
@@ -85,7 +85,7 @@ def map_chunked(
         raise ValueError(f"chunk_size must be None or an integer in [1, inf), got {chunk_size!r}")
     n = max(int(x.shape[0]) for x in inputs)
     devices = jax.device_count()
-    chunk = _bucket(n, chunk_size or DEFAULT_CHUNK, devices)
+    chunk = padded_batch_size(n, chunk_size or DEFAULT_CHUNK, devices)
     sharding = batch_sharding()
     starts = range(0, n, chunk)
     show = progress if progress is not None else len(starts) > 1

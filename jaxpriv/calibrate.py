@@ -20,110 +20,12 @@ import numpy as np
 
 from . import events, rdp
 from ._batching import map_chunked
-from ._numerics import as_output, check_array, check_broadcastable, check_orders, float64, is_concrete
+from ._numerics import (SOLVE_XTOL, as_output, bisect_floats, check_array, check_broadcastable, check_orders, float64,
+                        is_concrete, solve_monotone)  # solve_monotone, bisect_floats: re-exported root finders
 
 __all__ = ["calibrate", "noise_multiplier", "sampling_rate", "steps", "solve_monotone", "bisect_floats"]
 
-_XTOL = 1e-10  # bracket width in log-parameter space (relative width in the parameter)
-_MAX_EXPANSIONS = 60
-_MAX_ITERATIONS = 200
 MARGIN = 1e-12  # relative headroom on the safe side of a calibrated parameter
-
-
-def solve_monotone(safe_gap, start, step: float = math.log(8.0), *, bracket=None, xtol: float = _XTOL,
-                   traced: bool = True):
-    """Smallest x with ``safe_gap(x) ≤ 0``, for a gap that is > 0 below the root and ≤ 0 above it.
-
-    The library's one root finder. ``safe_gap`` maps a batch x (shape B) to a continuous gap (e.g.
-    log ε(x) − log target) whose sign flips once. Starting from ``start``, the search steps outward by
-    ``step`` until the root is bracketed (at most 60 steps; or starts from ``bracket`` = (lo, hi) or
-    (lo, hi, gap(lo), gap(hi))), then shrinks the bracket to width ``xtol`` by Illinois regula falsi (a
-    bisection step every eighth iteration guarantees progress). The gap is evaluated once per
-    iteration, at one point per element, so the (expensive) privacy map appears once in the compiled
-    loop. ``traced=False`` runs the same iterations as a Python loop, for gaps computed on the host
-    (the PLD accountant).
-
-    Returns (hi, found): hi is always a point where the gap is ≤ 0 (the safe side); ``found`` is False
-    where no such point was reached (an unattainable target).
-    """
-    inf = jnp.full(jnp.shape(start), jnp.inf)
-
-    def body(state):
-        x, lo, hi, g_lo, g_hi, side, n = state
-        g = safe_gap(x)
-        unsafe = g > 0
-        # Illinois: halve the gap kept at an endpoint that survives twice in a row.
-        g_hi = jnp.where(unsafe & (side == 1), 0.5 * g_hi, g_hi)
-        g_lo = jnp.where(~unsafe & (side == -1), 0.5 * g_lo, g_lo)
-        lo, g_lo = jnp.where(unsafe, x, lo), jnp.where(unsafe, g, g_lo)
-        hi, g_hi = jnp.where(unsafe, hi, x), jnp.where(unsafe, g_hi, g)
-        side = jnp.where(unsafe, 1, -1).astype(jnp.int32)
-        have_lo, have_hi = jnp.isfinite(lo), jnp.isfinite(hi)
-        secant_ok = have_lo & have_hi & jnp.isfinite(g_lo) & jnp.isfinite(g_hi) & (g_lo > g_hi) & (n % 8 != 7)
-        secant = (lo * g_hi - hi * g_lo) / jnp.where(secant_ok, g_hi - g_lo, 1.0)
-        # Keep the point strictly inside, by a bit less than half the tolerance: once the secant sits on
-        # the root, the next evaluation lands across it and closes the bracket.
-        secant = jnp.clip(secant, lo + 0.4 * xtol, hi - 0.4 * xtol)
-        inner = jnp.where(secant_ok & jnp.isfinite(secant), secant, 0.5 * (lo + hi))
-        x = jnp.where(~have_lo, hi - step, jnp.where(~have_hi, lo + step, inner))
-        return x, lo, hi, g_lo, g_hi, side, n + 1
-
-    def unfinished(state):
-        _, lo, hi, *_, n = state
-        bracketing = ~(jnp.isfinite(lo) & jnp.isfinite(hi))
-        searching = jnp.where(bracketing, n < _MAX_EXPANSIONS, hi - lo > xtol)
-        return (n < _MAX_ITERATIONS) & jnp.any(searching)
-
-    zeros = jnp.zeros(jnp.shape(start), dtype=jnp.int32)
-    if bracket is None:
-        state = (start, -inf, inf, inf, -inf, zeros, 0)
-    else:  # a known bracket: an end whose gap has the wrong sign is dropped, and the search steps out from it
-        lo, hi = bracket[:2]
-        g_lo, g_hi = bracket[2:] if len(bracket) == 4 else (safe_gap(lo), safe_gap(hi))
-        lo_ok, hi_ok = g_lo > 0, g_hi <= 0
-        lo, g_lo = jnp.where(lo_ok, lo, -inf), jnp.where(lo_ok, g_lo, inf)
-        hi, g_hi = jnp.where(hi_ok, hi, inf), jnp.where(hi_ok, g_hi, -inf)
-        x = jnp.where(lo_ok & hi_ok, 0.5 * (lo + hi), jnp.where(hi_ok, hi - step, jnp.where(lo_ok, lo + step, start)))
-        state = (x, lo, hi, g_lo, g_hi, zeros, 0)
-    if traced:
-        state = jax.lax.while_loop(unfinished, body, state)
-    else:
-        while bool(unfinished(state)):
-            state = body(state)
-    _, lo, hi, *_ = state
-    return hi, jnp.isfinite(hi)
-
-
-def bisect_floats(is_high, lo, hi):
-    """Narrow ``lo < hi`` (floats ≥ 0) to adjacent float64s for a monotone predicate ``is_high``.
-
-    :func:`solve_monotone`'s companion for roots needed to the last bit (GDP's ε(δ) and μ(ε, δ), the
-    E-APES ε): non-negative float64s are ordered like their int64 bit patterns, so bisecting the
-    patterns halves the number of floats left in the bracket: 64 fixed steps reach adjacent floats
-    whatever the scale of the root (1e-300 or 1e300), with no tolerance to tune. Returns (lo, hi);
-    every moved end was evaluated, and ``is_high(hi)`` holds wherever it held at the start.
-
-    Example:
-      >>> import numpy as np
-      >>> import jax.numpy as jnp
-      >>> from jaxpriv import calibrate
-      >>> from jaxpriv._numerics import float64
-      >>> with float64():
-      ...     lo, hi = calibrate.bisect_floats(lambda x: x * x >= 2.0, jnp.float64(0.0), jnp.float64(2.0))
-      >>> bool(float(hi) == np.nextafter(float(lo), 3.0)), float(hi)
-      (True, 1.4142135623730951)
-    """
-    to_bits = lambda x: jax.lax.bitcast_convert_type(x, jnp.int64)  # noqa: E731
-    to_float = lambda b: jax.lax.bitcast_convert_type(b, jnp.float64)  # noqa: E731
-
-    def step(_, bracket):
-        lo, hi = bracket
-        mid = lo + (hi - lo) // 2
-        high = is_high(to_float(mid))
-        return jnp.where(high, lo, mid), jnp.where(high, mid, hi)
-
-    lo, hi = jax.lax.fori_loop(0, 64, step, (to_bits(lo), to_bits(hi)))
-    return to_float(lo), to_float(hi)
 
 
 def orders_key(orders) -> tuple:
@@ -614,7 +516,7 @@ def calibrate(make_event, target_epsilon, delta, *, bounds, accountant="best", x
         )
         targets = np.asarray(targets, np.float64).reshape(-1)
         deltas = np.asarray(deltas, np.float64).reshape(-1)
-    tol = (_XTOL if is_rdp else 1e-6) if xtol is None else float(xtol)
+    tol = (SOLVE_XTOL if is_rdp else 1e-6) if xtol is None else float(xtol)
 
     def eps(params, rows):
         return accounting.epsilon(make_event(params), deltas[rows], accountant=accountant, chunk_size=chunk_size,

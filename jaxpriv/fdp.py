@@ -21,8 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import erf, ndtr, ndtri
 
-from . import calibrate
-from ._numerics import as_output, check_array, check_broadcastable, erfcx, float64, log_expm1
+from ._numerics import as_output, bisect_floats, check_array, check_broadcastable, erfcx, float64, log_expm1
 
 __all__ = [
     "gaussian_tradeoff",
@@ -96,7 +95,7 @@ def _epsilon_kernel(mu, delta):
     # At ε = μ²/2 + μ(z + 1), z = Φ⁻¹(1 − δ): δ(ε) < Φ(−z − 1) < δ, a safe upper bracket with margin.
     upper = mu * mu / 2 + mu * (1.0 - ndtri(delta))
     upper = jnp.where(upper > 0, upper, 0.0)  # +0.0, never -0.0 (its bit pattern is negative)
-    _, eps = calibrate.bisect_floats(below, jnp.zeros_like(upper), upper)
+    _, eps = bisect_floats(below, jnp.zeros_like(upper), upper)
     return jnp.where(below(jnp.zeros_like(mu)), 0.0, eps)  # conservative side: the end with δ ≤ target
 
 
@@ -121,7 +120,7 @@ def _mu_kernel(epsilon, delta):
     # once s ≥ 2 and e^{−s²/2} ≤ 1 − δ: a safe upper bracket.
     s = 1.0 + jnp.maximum(1.0, jnp.sqrt(-2.0 * jnp.log1p(-delta)))
     upper = s + jnp.sqrt(s * s + 2.0 * epsilon)
-    mu, _ = calibrate.bisect_floats(above, jnp.zeros_like(upper), upper)
+    mu, _ = bisect_floats(above, jnp.zeros_like(upper), upper)
     return mu  # conservative side: the end with δ ≤ target
 
 
@@ -136,7 +135,9 @@ def _mu_jvp(primals, tangents):
 
 
 @jax.jit
-def _gaussian_tradeoff_kernel(mu, alpha):
+def gaussian_tradeoff_kernel(mu, alpha):
+    """Jitted μ-GDP trade-off G_μ(α) = Φ(Φ⁻¹(1 − α) − μ), unvalidated (for callers inside their own
+    kernels, e.g. :mod:`jaxpriv.shuffle.multinomial`; the checked API is :func:`gaussian_tradeoff`)."""
     # Φ⁻¹(1 − α) = −Φ⁻¹(α) keeps full precision for tiny α, where 1 − α would round to 1.
     return ndtr(-ndtri(alpha) - mu)
 
@@ -164,7 +165,13 @@ def _clt_kernel(q, sigma, steps):
     return jnp.where(q * steps > 0, q * jnp.sqrt(steps) * root, 0.0)
 
 
-_gdp_delta_kernel = jax.jit(lambda mu, epsilon: jnp.exp(_log_delta_upper(mu, epsilon)))
+@jax.jit
+def gdp_delta_kernel(mu, epsilon):
+    """Jitted μ-GDP δ(ε), unvalidated (for :mod:`jaxpriv.shuffle.multinomial`; the checked API is
+    :func:`gdp_delta`)."""
+    return jnp.exp(_log_delta_upper(mu, epsilon))
+
+
 _epsilon_jit = jax.jit(_epsilon_kernel)
 _mu_jit = jax.jit(_mu_kernel)
 
@@ -197,7 +204,7 @@ def gaussian_tradeoff(mu, alpha):
         mu = check_array("mu", mu, 0.0, worse="up")
         alpha = check_array("alpha", alpha, 0.0, 1.0)
         check_broadcastable(mu=mu, alpha=alpha)
-        return as_output(_gaussian_tradeoff_kernel(mu, alpha))
+        return as_output(gaussian_tradeoff_kernel(mu, alpha))
 
 
 def gdp_delta(mu, epsilon):
@@ -230,7 +237,7 @@ def gdp_delta(mu, epsilon):
         mu = check_array("mu", mu, 0.0, lo_open=True, worse="up")
         epsilon = check_array("epsilon", epsilon, 0.0, worse="down")
         check_broadcastable(mu=mu, epsilon=epsilon)
-        return as_output(_gdp_delta_kernel(mu, epsilon))
+        return as_output(gdp_delta_kernel(mu, epsilon))
 
 
 def gdp_epsilon(mu, delta):

@@ -301,7 +301,7 @@ def test_estimation_data_is_the_raw_ink_count_over_16(digits):
     assert np.all((x_mean >= 0.0) & (x_mean <= 1.0))
     counts = 16 * x_mean
     np.testing.assert_array_equal(counts, np.round(counts))  # counts in {0, …, 16}: Δ = 1 is the public domain's
-    raw, labels = data._read("digits")
+    raw, labels = data.read_table("digits")
     np.testing.assert_array_equal(np.sort(x_mean), np.sort(raw[:, 36] / 16))
     # the records in load("digits", seed=0)'s order, its standardised pixel an affine image of the count
     np.testing.assert_array_equal(x_freq, np.r_[digits.y_train, digits.y_test] < 7)

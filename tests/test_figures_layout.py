@@ -304,7 +304,7 @@ def test_gspa_estimation(saved, sweeps):
 
 
 def _fit(q, a, b, c, r2):
-    model = acct._scf_model(q, a, b, c)
+    model = acct.scf_model(q, a, b, c)
     return types.SimpleNamespace(q_grid=q, epsilon_grid=model * 1.02, a=a, b=b, c=c, r2=r2)
 
 

@@ -31,7 +31,7 @@ def test_shipped_files_match_the_readme_checksums():
 
 @pytest.mark.parametrize("name", ["digits", "breast_cancer"])
 def test_raw_data_is_the_uci_dataset(name):
-    x, y = data._read(name)
+    x, y = data.read_table(name)
     assert x.shape == SHAPES[name]
     np.testing.assert_array_equal(np.bincount(y), CLASS_COUNTS[name])
     if name == "digits":  # 8×8 blocks of 4×4 on-pixel counts: integers 0..16
@@ -40,8 +40,8 @@ def test_raw_data_is_the_uci_dataset(name):
 
 @pytest.mark.parametrize("name", ["digits", "breast_cancer"])
 def test_split_is_stratified_and_a_partition(name):
-    _, y = data._read(name)
-    train, test = data._stratified_split(y, 0.25, seed=4)
+    _, y = data.read_table(name)
+    train, test = data.stratified_split(y, 0.25, seed=4)
     assert np.intersect1d(train, test).size == 0
     np.testing.assert_array_equal(np.sort(np.concatenate([train, test])), np.arange(y.size))
     expected = [round(0.25 * c) for c in CLASS_COUNTS[name]]
@@ -53,7 +53,7 @@ def test_load_digits_shapes_types_and_standardisation():
     assert d.name == "digits" and d.num_classes == 10
     assert d.x_train.dtype == np.float32 and d.y_train.dtype == np.int32
     assert d.n_train + d.x_test.shape[0] == 1797 and d.feature_shape == (64,)
-    x_raw, _ = data._read("digits")
+    x_raw, _ = data.read_table("digits")
     varying = x_raw.std(axis=0) > 0
     train_std = d.x_train.std(axis=0, dtype=np.float64)
     # standardised with the training statistics: mean 0, sd 1 on the training set (constant pixels: 0)
@@ -67,8 +67,8 @@ def test_load_digits_shapes_types_and_standardisation():
 def test_load_is_the_split_raw_data_standardised_with_training_statistics():
     # oracle: the same split, standardised here in float64 with numpy
     d = load("breast_cancer", test_fraction=0.3, seed=1)
-    x_raw, y_raw = data._read("breast_cancer")
-    train, test = data._stratified_split(y_raw, 0.3, seed=1)
+    x_raw, y_raw = data.read_table("breast_cancer")
+    train, test = data.stratified_split(y_raw, 0.3, seed=1)
     mean, std = x_raw[train].mean(axis=0), x_raw[train].std(axis=0)
     np.testing.assert_allclose(d.x_train, (x_raw[train] - mean) / std, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(d.x_test, (x_raw[test] - mean) / std, rtol=1e-6, atol=1e-6)

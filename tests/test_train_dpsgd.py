@@ -147,7 +147,7 @@ def test_plan_scale_mode_idp_sgd():
 def _oracle_step(model, d, plan, config, lr):
     """One DP-SGD step written out: per-example gradients by a Python loop, clipped to each record's
     clip norm, summed, then the noise transform's own noise and Σq normalisation, then SGD."""
-    sampler_seed, noise_seed, _ = dpsgd._seeds(config.seed)
+    sampler_seed, noise_seed, _ = dpsgd.derive_seeds(config.seed)
     batch = PoissonSampler(plan.record_rates, seed=sampler_seed).sample(0)
     chosen = np.asarray(batch.indices)[np.asarray(batch.mask)]
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)

@@ -57,7 +57,9 @@ class LossLaw:
     lower_atoms: tuple | None = None
 
 
-def _no_atoms(like):
+def no_atoms(like):
+    """The empty ``atoms`` triple of a :class:`LossLaw` with no atoms, in the dtype of ``like`` (also used by
+    :mod:`jaxpriv.accounting.shuffled`)."""
     empty = jnp.zeros((0,), jnp.result_type(like))
     return empty, empty, empty
 
@@ -73,7 +75,7 @@ def gaussian(sigma) -> LossLaw:
         return ndtr((m - loss) / s), ndtr((-m - loss) / s)
 
     spread = 0.5 / sigma**2 + SUPPORT_SDS / sigma
-    return LossLaw(head, tail, (-spread, spread), _no_atoms(sigma))
+    return LossLaw(head, tail, (-spread, spread), no_atoms(sigma))
 
 
 def laplace(scale) -> LossLaw:

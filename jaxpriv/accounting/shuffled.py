@@ -55,7 +55,7 @@ from .._batching import static_size
 from .._numerics import log_expm1
 from ..shuffle import clones as _clones
 from ..shuffle import personalized as _personalized
-from ..shuffle.poisson_binomial import _windows
+from ..shuffle.poisson_binomial import leave_one_out_windows
 from . import pairs
 
 __all__ = ["CloneCounts", "counts_step", "law", "BLOCK_RTOL", "elements"]
@@ -106,7 +106,7 @@ def _count_law(groups_p, groups_m, remove):
     keep = groups_p > 0
     if not keep.any():  # nobody can be a clone: C = 0
         return np.zeros(1), np.zeros(1), 0.0
-    logpmf, lo, top, dropped, rel = _windows(groups_p[keep], groups_m[keep], np.array([remove]))
+    logpmf, lo, top, dropped, rel = leave_one_out_windows(groups_p[keep], groups_m[keep], np.array([remove]))
     counts = lo + np.arange(logpmf.shape[1], dtype=np.float64)
     valid = counts <= top[0]
     counts, logpmf, rel = counts[valid], logpmf[0][valid], rel[0][valid]
@@ -177,7 +177,7 @@ def _tables(counts, a_width: int):
     high + Σ_{i≥j} b(k_lo+i), with low/high Hoeffding bounds on the Bin(C, ½) mass below/above it."""
     k_lo = _window_start(counts, a_width)
     k = k_lo[:, None] + jnp.arange(a_width, dtype=jnp.float64)[None, :]
-    pmf = jnp.exp(_clones._log_half_pmf(k, counts[:, None]))
+    pmf = jnp.exp(_clones.log_half_pmf(k, counts[:, None]))
     k_hi = k_lo + a_width - 1
     safe = jnp.maximum(counts, 1.0)
     low = jnp.where(k_lo > 0, jnp.exp(-2.0 * (counts / 2.0 - k_lo + 1.0) ** 2 / safe), 0.0)
@@ -247,4 +247,4 @@ def law(step: CloneCounts) -> pairs.LossLaw:
     live = w > 0
     lo = jnp.min(jnp.where(live, _loss(eps_t, k_lo, counts + 1.0 - k_lo), jnp.inf))
     hi = jnp.max(jnp.where(live, _loss(eps_t, k_hi + 1.0, counts - k_hi), -jnp.inf))
-    return pairs.LossLaw(head, tail, (lo, hi), pairs._no_atoms(eps_t))
+    return pairs.LossLaw(head, tail, (lo, hi), pairs.no_atoms(eps_t))

@@ -669,7 +669,8 @@ def reproduce(quick: bool = True, out_dir: str = ".", seeds=(0,)) -> dict:
         100 * final["apes"] >= floor and 100 * final["sapes"] >= floor,
         f"APES {100 * final['apes']:.1f}%, S-APES {100 * final['sapes']:.1f}%, UniS {100 * final['pldp']:.1f}%",
         why=(f"S-APES {100 * (final['sapes'] - final['pldp']):+.1f} pp: each kept coordinate averages "
-             f"~{per_coord:.0f} users per round") if 100 * final["apes"] >= floor else data_why))
+             f"~{per_coord:.0f} users per round") if 100 * final["apes"] >= floor else data_why,
+        stand_in="digits"))
     return {
         "title": "APES / S-APES (seed 000): shuffled personalized LDP for federated learning",
         "paper": "Table 3 (Uniform2, n = 10⁴, δ_s = 1e-8, d = 7850): ε^c UniS 0.069, APES 0.057 (S-APES 0.057); "

@@ -238,15 +238,15 @@ def shuffled_sgd(model, local, clients: ClientData, sigmas, *, epochs: int, seed
       (True, True)
     """
     from ..train.dpsgd import make_evaluator, padded_test_set
-    from .simulator import _check_clients, _test_arrays
+    from .simulator import as_test_arrays, check_clients
 
-    c = _check_clients(clients)
+    c = check_clients(clients)
     epochs = int(check_array("epochs", epochs, 1.0, np.inf, integer=True))
     seed = int(check_array("seed", seed, 0.0, np.inf, integer=True))
     sig = np.asarray(check_array("sigmas", sigmas, 0.0, np.inf), np.float32)
     if sig.shape != (c,):
         raise ValueError(f"sigmas must have shape ({c},) (one per client), got {sig.shape}")
-    test = _test_arrays(test_data)
+    test = as_test_arrays(test_data)
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     stacked = jax.tree.map(jnp.asarray, clients)
     sig = jnp.asarray(sig)
@@ -621,8 +621,8 @@ def _estimation_data():
     seed=0)``'s order (train, then test); the raw counts, not its standardised features."""
     from ..train import data
 
-    x, y = data._read("digits")
-    train, test = data._stratified_split(y, 0.2, 0)  # load("digits", seed=0)'s split
+    x, y = data.read_table("digits")
+    train, test = data.stratified_split(y, 0.2, 0)  # load("digits", seed=0)'s split
     order = np.concatenate([train, test])
     pixel = x[order, 36] / _INK_MAX
     assert np.all((pixel >= 0.0) & (pixel <= 1.0)), "digits' ink counts left {0, …, 16}"
@@ -917,7 +917,7 @@ def reproduce(quick: bool = True, out_dir: str = ".", seeds=(0, 1, 2)) -> dict:
         claim("GSPA (seed 003)", "constant ε₀ = 0.5 more accurate than U(0.01, 2)", "94.8% > 93.5%",
               mean_acc["constant_0.5"] > mean_acc["uniform_0.01_2"],
               f"{100 * mean_acc['constant_0.5']:.1f}% vs {100 * mean_acc['uniform_0.01_2']:.1f}%",
-              why="U(0.01, 2)'s larger budgets outweigh its noisiest clients here"),
+              why="U(0.01, 2)'s larger budgets outweigh its noisiest clients here", stand_in="digits"),
         claim("GSPA (seed 003)", "privacy loss at least 33% below existing bounds (Table 2 laws, n = 10⁴)", "≥ 33%",
               min(r["reduction"] for r in reduction.values()) >= 0.33,
               "reduction " + ", ".join(f"{k} {r['reduction']:.0%}" for k, r in reduction.items()),

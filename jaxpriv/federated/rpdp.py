@@ -54,7 +54,7 @@ from ..mechanisms import gaussian
 from ..train.clipping import split_clipped_grad_sum
 from . import partition as _partition
 from . import rpdp_accounting as acct
-from .simulator import LocalResult, ServerState, _seeds, default_chunk_size, fedavg_local_sgd, make_round, \
+from .simulator import LocalResult, ServerState, default_chunk_size, derive_seeds, fedavg_local_sgd, make_round, \
     mean_aggregator
 
 __all__ = ["RPDPConfig", "RPDPResult", "METHODS", "dp_local_update", "assign_rates", "train", "reproduce"]
@@ -401,8 +401,8 @@ def train(model: nnx.Module, x, y, part: _partition.Partition, budgets, config: 
     private = method != "privacy_free"
     test = None
     if test_data is not None:
-        from .simulator import _test_arrays
-        test = _test_arrays(test_data)
+        from .simulator import as_test_arrays
+        test = as_test_arrays(test_data)
 
     record_client = np.empty(part.num_records, np.int64)
     for k, idx in enumerate(part.indices):
@@ -423,7 +423,7 @@ def train(model: nnx.Module, x, y, part: _partition.Partition, budgets, config: 
     num_clients = part.num_clients
     stacked = jax.tree.map(jnp.asarray, clients)
     server = ServerState(params, None)
-    sampler_seed, key_seed = _seeds(seed)  # the same client draws and round keys as simulator.run
+    sampler_seed, key_seed = derive_seeds(seed)  # the same client draws and round keys as simulator.run
     sampler = PoissonSampler(config.client_rate, seed=sampler_seed, n=num_clients)
     base_key = jax.random.key(key_seed)
     if test is not None:
@@ -526,7 +526,7 @@ def plot_scf(out: dict, path: str) -> str:
     a.plot(q, out["exact_grid"], "k-", lw=2, label="exact accountant (improved)")
     for c, f in out["fits"].items():
         a.plot(q, f.epsilon_grid, ":", label=f"simulated ε*(q), {c}")
-        a.plot(q, acct._scf_model(q, f.a, f.b, f.c), "--", label=f"SCF fit e^(aq+b)+c, {c} (R²={f.r2:.4f})")
+        a.plot(q, acct.scf_model(q, f.a, f.b, f.c), "--", label=f"SCF fit e^(aq+b)+c, {c} (R²={f.r2:.4f})")
     a.set_xscale("log"), a.set_yscale("log"), a.set_xlabel("record sampling rate q"), a.set_ylabel("ε after T rounds")
     a.set_title("SCF fit vs exact two-stage accountant", fontsize=10)
     a.grid(True, which="both", alpha=0.3)
@@ -751,7 +751,7 @@ def reproduce(quick: bool = True, out_dir: str = ".", seeds=None) -> dict:
             paper, f"Fig. 8, {stand_in} ({name} here): rPDP-FL above Minimum and Dropout",
             "above (plot only, no numbers)", all(a > 0 and b > 0 for a, b in above.values()),
             "; ".join(f"{sc} {a:+.3f} / {b:+.3f}" for sc, (a, b) in above.items()) + " (vs Minimum / Dropout)",
-            why="a baseline matches or beats rPDP-FL on this small data set"))
+            why="a baseline matches or beats rPDP-FL on this small data set", stand_in=name))
     headlines += [
         not_computed(paper, "Table 2: SCF test accuracy, pooled Fed-Heart-Disease", "0.8189",
                      why="jaxpriv has no Filter baseline nor the pooled private batch GD run"),

@@ -22,7 +22,7 @@ import numpy as np
 from scipy.optimize import curve_fit
 
 from jaxpriv import calibrate, rdp
-from jaxpriv._batching import _bucket, map_chunked
+from jaxpriv._batching import map_chunked, padded_batch_size
 from jaxpriv._numerics import check_array, float64
 
 __all__ = [
@@ -36,7 +36,7 @@ __all__ = [
     "SCF_Q_GRID",
 ]
 
-# Few compiled shapes: distinct-q batches are padded to 1, 16 or 256 rows (see _batching._bucket).
+# Few compiled shapes: distinct-q batches are padded to 1, 16 or 256 rows (see _batching.padded_batch_size).
 _CHUNK = 256
 _EPS_CHUNK = 4096
 
@@ -67,7 +67,7 @@ def _epsilon(rows, counts, delta, orders_key, conversion="improved") -> np.ndarr
     with float64():
         for start in range(0, rows.shape[0], _EPS_CHUNK):
             r, c = rows[start:start + _EPS_CHUNK], counts[start:start + _EPS_CHUNK]
-            size = _bucket(r.shape[0], _EPS_CHUNK, 1)
+            size = padded_batch_size(r.shape[0], _EPS_CHUNK, 1)
             pad = size - r.shape[0]
             r = np.concatenate([r, np.zeros((pad, r.shape[1]))]) if pad else r
             c = np.concatenate([c, np.zeros(pad)]) if pad else c
@@ -299,7 +299,9 @@ class SCFApproximateFit(NamedTuple):
     conversion: str  #: the RDP → (ε, δ) conversion used in the simulation
 
 
-def _scf_model(q, a, b, c):
+def scf_model(q, a, b, c):
+    """SCF's model curve ε*(q) ≈ e^{a·q + b} + c, as fitted by :func:`scf_fit` (and plotted by
+    :mod:`jaxpriv.federated.rpdp`)."""
     return np.exp(a * q + b) + c
 
 
@@ -352,10 +354,10 @@ def scf_fit(sigma, steps, delta, *, rounds=None, client_rate=None, q_grid=None, 
     # Starting point: the straight line through log ε (the model with c = 0).
     a0, b0 = np.polyfit(grid, np.log(eps), 1)
     try:
-        (a, b, c), _ = curve_fit(_scf_model, grid, eps, p0=(a0, b0, 0.0), maxfev=20_000)
+        (a, b, c), _ = curve_fit(scf_model, grid, eps, p0=(a0, b0, 0.0), maxfev=20_000)
     except RuntimeError as err:  # no convergence: say so rather than return a meaningless fit
         raise RuntimeError(f"SCF curve fit did not converge on this grid: {err}") from None
-    residual = eps - _scf_model(grid, a, b, c)
+    residual = eps - scf_model(grid, a, b, c)
     r2 = 1.0 - float(np.sum(residual**2) / np.sum((eps - eps.mean()) ** 2))
     return SCFApproximateFit(float(a), float(b), float(c), grid, eps, float(eps[-1]), r2, conversion)
 

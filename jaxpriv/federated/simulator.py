@@ -307,8 +307,9 @@ def _split_round(key) -> tuple[jax.Array, jax.Array]:
     return clients_key, server_key
 
 
-def _seeds(seed: int) -> tuple[int, int]:
-    """Independent seeds of the client sampler and of the round keys, from one seed."""
+def derive_seeds(seed: int) -> tuple[int, int]:
+    """Independent seeds of the client sampler and of the round keys, from one seed (as :func:`run` and
+    :mod:`jaxpriv.federated.rpdp` draw them)."""
     sampler, keys = np.random.SeedSequence(seed).generate_state(2)
     return int(sampler), int(keys)
 
@@ -335,7 +336,7 @@ def round_keys(seed: int, round_index: int) -> tuple[jax.Array, jax.Array]:
     """
     seed = _check_int("seed", seed, 0)
     round_index = _check_int("round_index", round_index, 0)
-    return _split_round(jax.random.fold_in(jax.random.key(_seeds(seed)[1]), round_index))
+    return _split_round(jax.random.fold_in(jax.random.key(derive_seeds(seed)[1]), round_index))
 
 
 def _rows(valid, v):
@@ -492,7 +493,9 @@ class FederatedResult:
         return counts
 
 
-def _check_clients(clients) -> int:
+def check_clients(clients) -> int:
+    """The number of clients C of a valid :class:`ClientData`; raises ValueError naming what is wrong
+    (used by :func:`run` and by :mod:`jaxpriv.federated.gspa`'s shuffled SGD)."""
     if not isinstance(clients, ClientData):
         raise ValueError(f"clients must be a ClientData (see jaxpriv.federated.partition.stack), got "
                          f"{type(clients).__name__}")
@@ -573,7 +576,10 @@ def default_chunk_size(params, participants: int) -> int:
     return math.ceil(participants / chunks)  # equal chunks: the least padding for that many chunks
 
 
-def _test_arrays(test_data):
+def as_test_arrays(test_data):
+    """``test_data`` (None, a Dataset or a tuple (x, y)) as a namespace of numpy ``x_test``, ``y_test``, or
+    None; raises ValueError on a wrong shape (used by :func:`run`, :mod:`~jaxpriv.federated.gspa` and
+    :mod:`~jaxpriv.federated.rpdp`)."""
     if test_data is None:
         return None
     if isinstance(test_data, (tuple, list)) and len(test_data) == 2:
@@ -655,7 +661,7 @@ def run(
     """
     if not isinstance(model, nnx.Module):
         raise ValueError(f"model must be a flax.nnx.Module, got {type(model).__name__}")
-    num_clients = _check_clients(clients)
+    num_clients = check_clients(clients)
     rounds = _check_int("rounds", rounds, 1)
     client_rate = float(check_array("client_rate", client_rate, 0.0, 1.0, lo_open=True))
     eval_every = _check_int("eval_every", eval_every, 1)
@@ -669,7 +675,7 @@ def run(
         if np.ndim(leaf) == 0 or np.shape(leaf)[0] != num_clients:
             raise ValueError(f"client_state leaves must have the leading client axis C = {num_clients}, got shape "
                              f"{np.shape(leaf)}")
-    test = _test_arrays(test_data)
+    test = as_test_arrays(test_data)
     sharding, replicated, devices = _devices_sharding(mesh)
     step = make_round(local_update, aggregator=aggregator, server_optimizer=server_optimizer, sharding=sharding)
 
@@ -686,7 +692,7 @@ def run(
     else:
         stacked = jax.tree.map(jnp.asarray, stacked)
         client_state = jax.tree.map(jnp.asarray, client_state)
-    sampler_seed, key_seed = _seeds(seed)
+    sampler_seed, key_seed = derive_seeds(seed)
     sampler = PoissonSampler(client_rate, seed=sampler_seed, n=num_clients)
     base_key = jax.random.key(key_seed)
     if test is not None:

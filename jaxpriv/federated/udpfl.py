@@ -828,7 +828,8 @@ def reproduce(quick: bool = True, out_dir: str = ".", seeds=(0, 1, 2)) -> dict:
     headlines.append(claim(paper, "staircase the most accurate mechanism at every ε (Fig. 1 caption, §5)",
                            "always best (its Table 4: from ε = 6)", all(w == "staircase" for w in winners.values()),
                            "best: " + ", ".join(f"ε = {_fmt_eps(e)} {w}" for e, w in winners.items()),
-                           why="sound d-dimensional staircase accounting and L1 clipping (see below)"))
+                           why="sound d-dimensional staircase accounting and L1 clipping (see below)",
+                           stand_in="digits"))
     return {
         "title": "UDP-FL (seed 002): per-client mechanisms with Harmonizer-calibrated noise",
         "paper": "\"among the three mechanisms, the Staircase mechanism always performs the best with the same "

@@ -19,7 +19,7 @@ def _split_product(a):
     return hi, a - hi
 
 
-def _directed_quotient(num, den, *, up: bool):
+def directed_quotient(num, den, *, up: bool):
     """num/den (den > 0, float64) rounded up (``up``) or down: the adjacent float on that side of the
     exact quotient when the division is inexact, the exact quotient otherwise.
 
@@ -44,7 +44,8 @@ def _scaled_kernel(key, scale, draw, shape, dtype):
     return draw(key, shape, dtype) * jnp.asarray(scale).astype(dtype)
 
 
-def _check_float_dtype(dtype):
+def check_float_dtype(dtype):
+    """``dtype`` as a numpy dtype; raises ValueError unless it is a floating-point dtype."""
     try:
         dtype = jnp.dtype(dtype)
     except TypeError:
@@ -54,7 +55,7 @@ def _check_float_dtype(dtype):
     return dtype
 
 
-def _scaled_noise(draw, key, scale, shape, dtype, name: str):
+def scaled_noise(draw, key, scale, shape, dtype, name: str):
     """``scale * draw(key, shape, dtype)`` after validating ``scale`` (> 0, broadcasting to ``shape``),
     ``shape`` and ``dtype``. A 64-bit dtype is sampled in a scoped x64 context (eagerly; inside a
     caller's ``jit`` it needs ``jax_enable_x64`` on there, because the scope ends before lowering)."""
@@ -64,7 +65,7 @@ def _scaled_noise(draw, key, scale, shape, dtype, name: str):
         raise ValueError(f"shape must be a tuple of non-negative integers, got {shape!r}") from None
     if any(s < 0 for s in shape):
         raise ValueError(f"shape must be a tuple of non-negative integers, got {shape!r}")
-    dtype = _check_float_dtype(dtype)
+    dtype = check_float_dtype(dtype)
     if is_concrete(scale):
         check_array(name, scale, 0.0, np.inf, lo_open=True)
     try:
@@ -88,5 +89,7 @@ def round_to(value, dtype, up: bool = True) -> np.ndarray:
     return np.where(wrong, np.nextafter(cast, np.asarray(np.inf if up else -np.inf, dtype)), cast).astype(dtype)
 
 
-def _check_sensitivity(sensitivity):
+def check_sensitivity(sensitivity):
+    """Validated sensitivity Δ > 0 as float64 (a narrower float is read at the end of its rounding interval
+    that makes privacy worse, the larger)."""
     return check_array("sensitivity", sensitivity, 0.0, np.inf, lo_open=True, worse="up")

@@ -14,7 +14,7 @@ deviation ``sigma`` as the mechanism's parameter (``sigma = σ``, not the noise 
 * calibration: ``classical_sigma`` (Dwork & Roth, ε ≤ 1) and ``analytic_sigma`` (Balle & Wang 2018).
 
 Accounting results are float64 numpy arrays whatever the global x64 flag; ratios such as Δ/σ are rounded
-to the safe side (:func:`_directed_quotient`), so no float64 rounding makes a guarantee optimistic.
+to the safe side (:func:`directed_quotient`), so no float64 rounding makes a guarantee optimistic.
 Floating-point *samplers* are not exactly the mechanisms they sample (Mironov 2012): the guarantees
 here are those of the real-valued mechanism.
 """
@@ -30,7 +30,7 @@ import numpy as np
 from .. import fdp
 from .. import rdp as _rdp
 from .._numerics import as_output, check_array, check_broadcastable, float64, is_concrete
-from ._common import _check_sensitivity, _directed_quotient, _scaled_noise
+from ._common import check_sensitivity, directed_quotient, scaled_noise
 
 __all__ = [
     "sample",
@@ -75,7 +75,7 @@ def sample(key, sigma, shape=(), dtype=jnp.float32):
       >>> x.dtype, round(float(x.std()), 1)
       (dtype('float32'), 2.0)
     """
-    return _scaled_noise(jax.random.normal, key, sigma, shape, dtype, "sigma")
+    return scaled_noise(jax.random.normal, key, sigma, shape, dtype, "sigma")
 
 
 @jax.jit
@@ -160,13 +160,13 @@ def rdp(sigma, orders, sensitivity=1.0):
     """
     with float64():
         sigma = check_array("sigma", sigma, 0.0, np.inf, lo_open=True, worse="down")
-        sensitivity = _check_sensitivity(sensitivity)
+        sensitivity = check_sensitivity(sensitivity)
         check_broadcastable(sigma=sigma, sensitivity=sensitivity)
-        return _rdp.gaussian(_directed_quotient(sigma, sensitivity, up=False), orders)
+        return _rdp.gaussian(directed_quotient(sigma, sensitivity, up=False), orders)
 
 
 def _mu(sigma, sensitivity):
-    return _directed_quotient(sensitivity, sigma, up=True)
+    return directed_quotient(sensitivity, sigma, up=True)
 
 
 def mu(sigma, sensitivity=1.0):
@@ -189,7 +189,7 @@ def mu(sigma, sensitivity=1.0):
     """
     with float64():
         sigma = check_array("sigma", sigma, 0.0, np.inf, lo_open=True, worse="down")
-        sensitivity = _check_sensitivity(sensitivity)
+        sensitivity = check_sensitivity(sensitivity)
         check_broadcastable(sigma=sigma, sensitivity=sensitivity)
         return as_output(_mu(sigma, sensitivity))
 
@@ -217,7 +217,7 @@ def delta(sigma, epsilon, sensitivity=1.0):
     with float64():
         sigma = check_array("sigma", sigma, 0.0, np.inf, lo_open=True, worse="down")
         epsilon = check_array("epsilon", epsilon, 0.0, np.inf, worse="down")
-        sensitivity = _check_sensitivity(sensitivity)
+        sensitivity = check_sensitivity(sensitivity)
         check_broadcastable(sigma=sigma, epsilon=epsilon, sensitivity=sensitivity)
         return fdp.gdp_delta(_mu(sigma, sensitivity), epsilon)
 
@@ -244,7 +244,7 @@ def epsilon(sigma, delta, sensitivity=1.0):
     with float64():
         sigma = check_array("sigma", sigma, 0.0, np.inf, lo_open=True, worse="down")
         delta = check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True, worse="down")
-        sensitivity = _check_sensitivity(sensitivity)
+        sensitivity = check_sensitivity(sensitivity)
         check_broadcastable(sigma=sigma, delta=delta, sensitivity=sensitivity)
         return fdp.gdp_epsilon(_mu(sigma, sensitivity), delta)
 
@@ -257,7 +257,7 @@ def epsilon(sigma, delta, sensitivity=1.0):
 def _check_eps_delta(epsilon, delta, sensitivity):
     epsilon = check_array("epsilon", epsilon, 0.0, np.inf, lo_open=True, worse="down")
     delta = check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True, worse="down")
-    sensitivity = _check_sensitivity(sensitivity)
+    sensitivity = check_sensitivity(sensitivity)
     check_broadcastable(epsilon=epsilon, delta=delta, sensitivity=sensitivity)
     return epsilon, delta, sensitivity
 
@@ -321,4 +321,4 @@ def analytic_sigma(epsilon, delta, sensitivity=1.0):
     with float64():
         epsilon, delta, sensitivity = _check_eps_delta(epsilon, delta, sensitivity)
         mu_star = jnp.asarray(fdp.gdp_mu(epsilon, delta))
-        return as_output(_directed_quotient(sensitivity, mu_star, up=True))
+        return as_output(directed_quotient(sensitivity, mu_star, up=True))

@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import rdp as _rdp
 from .._numerics import as_output, check_array, check_broadcastable, float64
-from ._common import _check_sensitivity, _directed_quotient, _scaled_noise
+from ._common import check_sensitivity, directed_quotient, scaled_noise
 
 __all__ = ["sample", "log_prob", "mean", "variance", "rdp", "epsilon", "scale_for"]
 
@@ -58,7 +58,7 @@ def sample(key, scale, shape=(), dtype=jnp.float32):
       >>> x.dtype, round(float(abs(x).mean()), 2)
       (dtype('float32'), 0.5)
     """
-    return _scaled_noise(jax.random.laplace, key, scale, shape, dtype, "scale")
+    return scaled_noise(jax.random.laplace, key, scale, shape, dtype, "scale")
 
 
 @jax.jit
@@ -137,9 +137,9 @@ def rdp(scale, orders, sensitivity=1.0):
     """
     with float64():
         scale = _check_scale(scale)
-        sensitivity = _check_sensitivity(sensitivity)
+        sensitivity = check_sensitivity(sensitivity)
         check_broadcastable(scale=scale, sensitivity=sensitivity)
-        return _rdp.laplace(_directed_quotient(scale, sensitivity, up=False), orders)
+        return _rdp.laplace(directed_quotient(scale, sensitivity, up=False), orders)
 
 
 def epsilon(scale, sensitivity=1.0):
@@ -161,9 +161,9 @@ def epsilon(scale, sensitivity=1.0):
     """
     with float64():
         scale = _check_scale(scale)
-        sensitivity = _check_sensitivity(sensitivity)
+        sensitivity = check_sensitivity(sensitivity)
         check_broadcastable(scale=scale, sensitivity=sensitivity)
-        return as_output(_directed_quotient(sensitivity, scale, up=True))
+        return as_output(directed_quotient(sensitivity, scale, up=True))
 
 
 def scale_for(epsilon, sensitivity=1.0):
@@ -185,6 +185,6 @@ def scale_for(epsilon, sensitivity=1.0):
     """
     with float64():
         epsilon = check_array("epsilon", epsilon, 0.0, np.inf, lo_open=True)
-        sensitivity = _check_sensitivity(sensitivity)
+        sensitivity = check_sensitivity(sensitivity)
         check_broadcastable(epsilon=epsilon, sensitivity=sensitivity)
-        return as_output(_directed_quotient(sensitivity, epsilon, up=True))
+        return as_output(directed_quotient(sensitivity, epsilon, up=True))

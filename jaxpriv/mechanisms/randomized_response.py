@@ -36,7 +36,7 @@ import numpy as np
 
 from .._numerics import as_output, check_array, check_broadcastable, check_orders, float64, is_concrete
 from .._numerics import log1mexp, log_expm1
-from ._common import _check_float_dtype
+from ._common import check_float_dtype
 
 __all__ = [
     "keep_probability",
@@ -229,7 +229,7 @@ def sample(key, x, epsilon, k=2, dtype=jnp.float32):
       (dtype('int32'), 0.73)
     """
     k = _check_k(k)
-    dtype = _check_float_dtype(dtype)
+    dtype = check_float_dtype(dtype)
     if dtype not in (jnp.dtype(jnp.float32), jnp.dtype(jnp.float64)):
         raise ValueError(f"dtype must be float32 or float64 (the coin's resolution), got {dtype}")
     if is_concrete(x):

@@ -54,8 +54,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._batching import map_chunked, power_of_two, static_size
-from .._numerics import as_output, check_array, check_broadcastable, float64, is_concrete, log1mexp, log_expm1
-from ..calibrate import solve_monotone
+from .._numerics import (as_output, check_array, check_broadcastable, float64, is_concrete, log1mexp, log_expm1,
+                         solve_monotone)
 
 __all__ = ["clones_delta", "clones_epsilon", "CLONES"]
 
@@ -132,7 +132,9 @@ def _log_binom_pmf(x, size, log_p, log_q):
     return jnp.where((x < 0) | (x > size), -jnp.inf, out)
 
 
-def _log_half_pmf(x, size):
+def log_half_pmf(x, size):
+    """log Pr[Bin(size, 1/2) = x] (−inf outside 0 ≤ x ≤ size); also the E-APES lattice's kernel
+    (:mod:`jaxpriv.shuffle.multinomial`) and the shuffled pair's law (:mod:`jaxpriv.accounting.shuffled`)."""
     return _log_binom_pmf(x, size, -_LOG2, -_LOG2)
 
 
@@ -201,7 +203,7 @@ def _log_delta(eps0, eps, values, valid, log_w, dropped, anchor: int, w_rel_err=
 
     # Threshold path: k(C) − 1 = ⌊θ(C+1)⌋ ∈ [0, C]; log b_C(k−1) and log b_C(k).
     below = jnp.minimum(jnp.floor(theta[:, None] * (values + 1.0)), values)
-    log_bm = jnp.where(valid, _log_half_pmf(below, values), -jnp.inf)
+    log_bm = jnp.where(valid, log_half_pmf(below, values), -jnp.inf)
     log_b = log_bm + jnp.log((values - below) / (below + 1.0))
     scale = jnp.max(log_bm, axis=1)  # b_C(k−1) ≥ b_C(k) since k−1 ≥ C/2
     bm, b = jnp.exp(log_bm - scale[:, None]), jnp.exp(log_b - scale[:, None])
@@ -217,7 +219,7 @@ def _log_delta(eps0, eps, values, valid, log_w, dropped, anchor: int, w_rel_err=
     big_n = values[:, 0] + jnp.sum(valid, axis=1) - 1.0  # top C of the window
     top_below = jnp.minimum(jnp.floor(theta * (big_n + 1.0)), big_n)
     a = top_below[:, None] + 1.0 + jnp.arange(anchor, dtype=jnp.float64)[None, :]
-    log_terms = _log_half_pmf(a, big_n[:, None])
+    log_terms = log_half_pmf(a, big_n[:, None])
     top = jnp.sum(jnp.exp(log_terms - scale[:, None]), axis=1)
 
     tail = top[:, None] + rest  # L_C / e^scale

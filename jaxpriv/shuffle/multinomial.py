@@ -51,10 +51,9 @@ from jax.scipy.special import ndtr, ndtri
 from scipy.special import expit
 
 from .. import fdp
-from ..calibrate import bisect_floats
 from .._batching import map_chunked, static_size
-from .._numerics import check_array, check_broadcastable, float64
-from .clones import _log_half_pmf
+from .._numerics import bisect_floats, check_array, check_broadcastable, float64
+from .clones import log_half_pmf
 from .poisson_binomial import poisson_binomial_logpmf
 
 __all__ = [
@@ -165,7 +164,7 @@ def _lattice_rows(rows, log_c, c_off, c_len, lo, size, width: int):
     inside = (k >= 0) & (k < c_len) & (rows[:, None] < size) & (cols[None, :] < size)
     log_count = jnp.take(log_c, jnp.clip(k, 0, log_c.shape[0] - 1))
     a_f, c_f = a.astype(jnp.float64), jnp.where(inside, c, a).astype(jnp.float64)
-    return jnp.where(inside, log_count + _log_half_pmf(a_f, c_f), -jnp.inf)
+    return jnp.where(inside, log_count + log_half_pmf(a_f, c_f), -jnp.inf)
 
 
 def _cell_rows(rows, gauss, nodes, weights, x0, wx, y0, wy, width: int):
@@ -623,7 +622,7 @@ def eapes_mu(p) -> np.float64:
 
 def _tradeoff_kernel(mu, alpha, tau, dm):
     shifted = jnp.minimum(alpha + tau, 1.0)
-    g = fdp._gaussian_tradeoff_kernel(mu, shifted)
+    g = fdp.gaussian_tradeoff_kernel(mu, shifted)
     val = dm * (1 - alpha) + (1 - dm) * jnp.maximum(g - tau, 0.0)
     return (jnp.clip(val, 0.0, 1.0 - alpha),)
 
@@ -633,11 +632,11 @@ def _pure_delta_upper(mu, tau, eps):
 
     See :func:`eapes_delta` for the derivation. Rounded up.
     """
-    gd = fdp._gdp_delta_kernel(mu, eps)
+    gd = fdp.gdp_delta_kernel(mu, eps)
     # τ = 0 contributes 0 even where e^ε overflows (no inf·0 = NaN)
     a_branch = gd + jnp.where(tau > 0, (1 + jnp.exp(eps)) * tau, 0.0) * (1 + 4 * _EPS)
     b_star = ndtr(-eps / mu - mu / 2)
-    g_tau = fdp._gaussian_tradeoff_kernel(mu, tau) * (1 - 8 * _EPS)
+    g_tau = fdp.gaussian_tradeoff_kernel(mu, tau) * (1 - 8 * _EPS)
     b_branch = 1 + tau - g_tau
     u = jnp.where(b_star >= tau * (1 - 1e-9), a_branch, b_branch)
     return jnp.minimum(u * (1 + 4 * _EPS), 1.0)

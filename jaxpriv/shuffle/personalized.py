@@ -67,9 +67,9 @@ import numpy as np
 
 from .._batching import power_of_two
 from .._numerics import as_output, check_array, float64
+from ..mechanisms.clip_laplace import echo_factors
 from . import clones as _clones
-from .bounds import _echo_factors
-from .poisson_binomial import _windows
+from .poisson_binomial import leave_one_out_windows
 
 __all__ = ["personalized_epsilon", "clone_probabilities", "MODELS"]
 
@@ -98,7 +98,7 @@ def _apes_clone_probabilities(eps):
     order = np.argsort(eps, kind="stable")
     with float64():
         e = jnp.asarray(eps[order])
-        a, b, f, g = _echo_factors(e)
+        a, b, f, g = echo_factors(e)
         below = jnp.concatenate([jnp.zeros(1), jnp.cumsum(b)[:-1]])
         above = jnp.concatenate([jnp.cumsum(g[::-1])[::-1][1:], jnp.zeros(1)])
         rows = np.asarray(f * below + jnp.exp(-e) + a * above)
@@ -214,7 +214,7 @@ def personalized_epsilon(local_epsilons, delta, model: str = "gspa", local_delta
     # (many (ε_t, δ_t) bins share a c bin), expanded back to the rows.
     c_rows, c_inv = np.unique(rows[:, 2], return_inverse=True)
     c_inv = c_inv.reshape(-1)
-    logpmf, lo, top, dropped, rel = _windows(gp[gp > 0], gm[gp > 0], c_rows)
+    logpmf, lo, top, dropped, rel = leave_one_out_windows(gp[gp > 0], gm[gp > 0], c_rows)
     logpmf, top, dropped, rel = logpmf[c_inv], top[c_inv], dropped[c_inv], rel[c_inv]
 
     # Pure-part target δ' = (δ − δ_t)/(1 − δ_t), rounded down; δ' ≤ 0 → inf.

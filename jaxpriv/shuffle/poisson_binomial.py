@@ -195,9 +195,12 @@ def _tilted_kernel(re, im, theta, k_rows, lo, logit_r, groups, *, size: int, wid
     return log_f, pick(rel)
 
 
-def _windows(p, m, remove):
+def leave_one_out_windows(p, m, remove):
     """Shared window and per-row leave-one-out log pmfs. ``remove``: probabilities of one removed user
-    per row (0 = none). Returns (logpmf (R, W), lo, hi_rows (R,), dropped (R,), rel_err (R, W))."""
+    per row (0 = none). Returns (logpmf (R, W), lo, hi_rows (R,), dropped (R,), rel_err (R, W)).
+
+    The law of C with one user left out, used by :mod:`jaxpriv.shuffle.personalized` and
+    :mod:`jaxpriv.accounting.shuffled`."""
     remove = np.asarray(remove, dtype=np.float64).reshape(-1)
     total = float(np.sum(m))
     mean = float(np.sum(m * p))
@@ -292,5 +295,5 @@ def poisson_binomial_logpmf(probs, *, counts=None) -> PoissonBinomialWindow:
     gp, gm = gp[gp < 1.0], gm[gp < 1.0]
     if gp.size == 0:  # X = certain surely
         return PoissonBinomialWindow(np.zeros(1), certain, 0.0, np.zeros(1))
-    logpmf, lo, _, dropped, rel = _windows(gp, gm, np.zeros(1))
+    logpmf, lo, _, dropped, rel = leave_one_out_windows(gp, gm, np.zeros(1))
     return PoissonBinomialWindow(logpmf[0], lo + certain, float(dropped[0]), rel[0])

@@ -47,7 +47,9 @@ class Dataset:
         return tuple(self.x_train.shape[1:])
 
 
-def _read(name: str) -> tuple[np.ndarray, np.ndarray]:
+def read_table(name: str) -> tuple[np.ndarray, np.ndarray]:
+    """The raw features (float64) and int32 labels of the bundled data set ``name`` (a key of
+    :data:`DATASETS`), before any split or scaling (also read by :mod:`jaxpriv.federated.gspa`)."""
     filename, skip, _ = DATASETS[name]
     with importlib.resources.files(__package__).joinpath("_data", filename).open("rb") as raw:
         with gzip.open(raw, "rt") as text:
@@ -61,10 +63,10 @@ def _check_split(test_fraction, seed) -> tuple[float, int]:
     return test_fraction, seed
 
 
-def _stratified_split(labels: np.ndarray, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def stratified_split(labels: np.ndarray, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Indices (train, test): each class contributes round(test_fraction · its size) records to the test
     set, drawn by a permutation seeded with ``seed``; both index sets are then shuffled (no class-sorted
-    order reaches the trainer)."""
+    order reaches the trainer). Also used by :mod:`jaxpriv.federated.gspa`."""
     rng = np.random.default_rng(seed)
     train, test = [], []
     for c in np.unique(labels):
@@ -113,8 +115,8 @@ def load(name: str, test_fraction: float = 0.2, seed: int = 0) -> Dataset:
     if key not in DATASETS:
         raise ValueError(f"name must be one of {sorted(DATASETS)}, got {name!r}")
     test_fraction, seed = _check_split(test_fraction, seed)
-    x, y = _read(key)
-    train, test = _stratified_split(y, test_fraction, seed)
+    x, y = read_table(key)
+    train, test = stratified_split(y, test_fraction, seed)
     x_train, x_test = _standardise(x[train], x[test])
     return Dataset(key, x_train, y[train], x_test, y[test], DATASETS[key][2])
 
@@ -154,5 +156,5 @@ def synthetic(shape, n: int, classes: int, seed: int = 0, *, test_fraction: floa
     labels = rng.integers(0, classes, size=n).astype(np.int32)
     x = rng.standard_normal((n,) + shape, dtype=np.float32)
     x += 0.5 * templates[labels]
-    train, test = _stratified_split(labels, test_fraction, seed)
+    train, test = stratified_split(labels, test_fraction, seed)
     return Dataset("synthetic", x[train], labels[train], x[test], labels[test], classes)

@@ -610,13 +610,15 @@ def _fingerprint(config: DPSGDConfig, data) -> str:
 # --------------------------------------------------------------------------------------------------
 
 
-def _seeds(seed: int) -> tuple[int, int, int]:
-    """Independent seeds for the sampler, the noise and the loss function's keys, from one seed."""
+def derive_seeds(seed: int) -> tuple[int, int, int]:
+    """Independent seeds for the sampler, the noise and the loss function's keys, from one seed (as
+    :func:`train` and :mod:`jaxpriv.train.private` draw them)."""
     return tuple(int(s) for s in np.random.SeedSequence(seed).generate_state(3))
 
 
-def _make_step(graphdef, rest, tx, loss_fn, microbatch_size: int | None, clip: float | None, norm: str = "l2"):
+def make_step(graphdef, rest, tx, loss_fn, microbatch_size: int | None, clip: float | None, norm: str = "l2"):
     """The jitted DP-SGD step (graphdef, loss, optimizer and a single clip norm static; compiled per bucket).
+    Shared by :func:`train` and :mod:`jaxpriv.train.private`.
 
     ``clip`` is the one clip norm, or None for per-record clip norms ("scale"): then the sampled records'
     norms are gathered from ``record_clip`` and ONE clipped sum runs with per-example norms — every
@@ -760,10 +762,11 @@ def _labels(name: str, y: np.ndarray, loss: str) -> np.ndarray:
     return y
 
 
-def _as_dataset(data, loss: str = "cross_entropy"):
+def as_dataset(data, loss: str = "cross_entropy"):
     """``data`` as a :class:`jaxpriv.train.data.Dataset`: a Dataset, or a tuple ``(x, y)`` or
     ``(x, y, x_test, y_test)`` of numpy or JAX arrays (without a test set, the training arrays are also
-    the evaluation set). Raises ValueError naming the first array with a wrong shape or labels."""
+    the evaluation set). Raises ValueError naming the first array with a wrong shape or labels. Also used
+    by :mod:`jaxpriv.train.private`."""
     from .data import Dataset
 
     if loss not in LOSSES:
@@ -862,7 +865,7 @@ def train(
 
     if not isinstance(config, DPSGDConfig):
         raise ValueError(f"config must be a DPSGDConfig, got {type(config).__name__}")
-    data = _as_dataset(data, config.loss)
+    data = as_dataset(data, config.loss)
     n = data.n_train
     check_config(config, n)
     if not isinstance(model, nnx.Module):
@@ -882,7 +885,7 @@ def train(
     else:
         meta, arrays = saved
         plan = PrivacyPlan(**meta["plan"], **{k[len("plan_"):]: arrays[k] for k in arrays if k.startswith("plan_")})
-    sampler_seed, noise_seed, loss_seed = _seeds(config.seed)
+    sampler_seed, noise_seed, loss_seed = derive_seeds(config.seed)
     sampler = PoissonSampler(plan.record_rates, seed=sampler_seed)
     if plan.mechanism == "staircase":  # per-step ε₀ at sensitivity C (γ = γ*)
         noise = staircase_noise(float(plan.sigma[0]), None, float(plan.clip[0]), seed=noise_seed,
@@ -909,7 +912,7 @@ def train(
     single = np.unique(plan.clip).size == 1  # one static clip norm, else per-record norms gathered in the step
     record_clip = jnp.asarray(plan.record_clip)
     norm = "l2" if plan.mechanism == "gaussian" else "l1"
-    step = _make_step(graphdef, rest, tx, loss_fn, config.microbatch_size, float(plan.clip[0]) if single else None,
+    step = make_step(graphdef, rest, tx, loss_fn, config.microbatch_size, float(plan.clip[0]) if single else None,
                       norm)
     evaluate = make_evaluator(graphdef, int(config.eval_batch_size), config.loss)
     x, y = jnp.asarray(data.x_train), jnp.asarray(data.y_train)

@@ -51,7 +51,7 @@ class PrivateTrainer:
 
     def __init__(self, model, tx, x, y, loss_fn, *, sample_rate, noise_multiplier, max_grad_norm, delta,
                  target_epsilon, total_steps, seed, microbatch_size):
-        from .dpsgd import GroupAccountant, _make_step, _seeds
+        from .dpsgd import GroupAccountant, derive_seeds, make_step
         from .sampling import PoissonSampler
 
         self.model = model
@@ -59,7 +59,7 @@ class PrivateTrainer:
         self.max_grad_norm, self.delta = float(max_grad_norm), float(delta)
         self.target_epsilon, self.total_steps = target_epsilon, int(total_steps)
         self.accountant = GroupAccountant([self.sample_rate], [self.noise_multiplier], self.delta)
-        sampler_seed, noise_seed, loss_seed = _seeds(seed)
+        sampler_seed, noise_seed, loss_seed = derive_seeds(seed)
         n = int(np.shape(x)[0])
         self._sampler = PoissonSampler(self.sample_rate, seed=sampler_seed, n=n)
         from .noise import gaussian_noise
@@ -69,7 +69,7 @@ class PrivateTrainer:
         self._tx = optax.chain(noise, tx)
         graphdef, self._params, rest = nnx.split(model, nnx.Param, ...)
         self._opt_state = self._tx.init(self._params)
-        self._step = _make_step(graphdef, rest, self._tx, loss_fn, microbatch_size, self.max_grad_norm, "l2")
+        self._step = make_step(graphdef, rest, self._tx, loss_fn, microbatch_size, self.max_grad_norm, "l2")
         self._x, self._y = jnp.asarray(x), jnp.asarray(y)
         self._loss_key = jax.random.key(loss_seed)
 
@@ -121,10 +121,10 @@ class PrivateTrainer:
 def _arrays(x, y, loss) -> tuple[np.ndarray, np.ndarray]:
     """The training arrays, checked: a built-in loss converts labels as :func:`jaxpriv.train.dpsgd.train`
     does; a custom loss gets them as they are (only the shapes are checked)."""
-    from .dpsgd import _as_dataset
+    from .dpsgd import as_dataset
 
     if isinstance(loss, str):
-        data = _as_dataset((x, y), loss)
+        data = as_dataset((x, y), loss)
         return data.x_train, data.y_train
     x, y = np.asarray(x), np.asarray(y)
     for name, a in (("x", x), ("y", y)):
