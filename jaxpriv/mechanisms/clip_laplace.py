@@ -47,7 +47,7 @@ __all__ = [
     "local_scale",
     "worst_log_ratio",
     "neighbor_divergence",
-    "echo_factors",
+    "echo_factors_kernel",
     "echo_probabilities",
     "calibrate",
     "sparsify",
@@ -498,9 +498,11 @@ def worst_log_ratio(epsilon, clip, A=None, grid: int = 257):
         return as_output(_worst_log_ratio_kernel(*flat, int(grid)).reshape(shape))
 
 
-def echo_factors(e):
+def echo_factors_kernel(e):
     """The four factors of p_ij = a(ε_i)·b(ε_j)·e^{−max(ε_i, ε_j)} (seed 000, Lemma 4; MATH §3.2): returns
     (a, b, f, g) with a(ε) = ε/(1−e^{−ε}), b = 1/a, f = a·e^{−ε} and g = b·e^{−ε}, elementwise (JAX, traceable).
+    A kernel, like ``rdp.dpsgd_epsilon_kernel``: it does not check its input (ε > 0); its callers
+    (:func:`neighbor_divergence`, :func:`echo_probabilities`, the shuffle bounds) validate first.
 
     The closed-form neighbor divergence (:func:`neighbor_divergence`, A = C) is log a(ε_i) + log b(ε_j) +
     max(ε_i, ε_j); the echo probabilities (:func:`echo_probabilities`), the APES echo sum of
@@ -509,7 +511,7 @@ def echo_factors(e):
 
     Example:
       >>> from jaxpriv.mechanisms import clip_laplace
-      >>> a, b, f, g = (float(v) for v in clip_laplace.echo_factors(1.0))
+      >>> a, b, f, g = (float(v) for v in clip_laplace.echo_factors_kernel(1.0))
       >>> round(a * b, 6), round(a, 4), round(f, 4), round(g, 4)
       (1.0, 1.582, 0.582, 0.2325)
     """
@@ -523,8 +525,8 @@ def echo_factors(e):
 
 @jax.jit
 def _neighbor_divergence_closed(eps_i, eps_j):
-    a_i, _, _, _ = echo_factors(eps_i)
-    _, b_j, _, _ = echo_factors(eps_j)
+    a_i, _, _, _ = echo_factors_kernel(eps_i)
+    _, b_j, _, _ = echo_factors_kernel(eps_j)
     return jnp.log(a_i) + jnp.log(b_j) + jnp.maximum(eps_i, eps_j)
 
 
@@ -541,7 +543,7 @@ def neighbor_divergence(eps_i, eps_j, clip=1.0, A=None):
     CLap(·, 2C/ε_k, A). Lemma 4 of seed 000 (MATH §3.2):
 
     * A = C (``A=None``): D_N ≤ log((ε_i/ε_j)·(1−e^{−ε_j})/(1−e^{−ε_i})·e^{max(ε_i, ε_j)}), evaluated with the
-      factors a(ε) = ε/(1−e^{−ε}), b = 1/a of :func:`echo_factors`.
+      factors a(ε) = ε/(1−e^{−ε}), b = 1/a of :func:`echo_factors_kernel`.
     * general A ≥ C: D_N ≤ log(α·(ε_i/ε_j)·e^{(ε_i+ε_j)/2 + A|ε_i−ε_j|/(2C)}), α = S_j/S_i with
       S_k = 1 − ½e^{ε_k(−A+C)/(2C)} − ½e^{ε_k(−A−C)/(2C)} the normalizer at f = C. At A = C it equals the
       closed form exactly. (The proof bounds |z − f'|/λ_j − |z − f|/λ_i by the triangle inequality and
@@ -579,7 +581,7 @@ def neighbor_divergence(eps_i, eps_j, clip=1.0, A=None):
 
 @jax.jit
 def _echo_matrix(e):
-    a, b, _, _ = echo_factors(e)
+    a, b, _, _ = echo_factors_kernel(e)
     return a[..., :, None] * b[..., None, :] * jnp.exp(-jnp.maximum(e[..., :, None], e[..., None, :]))
 
 
@@ -588,7 +590,7 @@ def echo_probabilities(local_epsilons):
 
     p_ij ≤ inf_z μ_i(z | f)/μ_j(z | f') for all inputs, so user i's output is a mixture that contains
     user j's output on either neighboring input with probability p_ij/2 each (the "echo", seed 000,
-    Step (i) of §4.3 and Lemma 4, A = C; MATH §3.2). Built from :func:`echo_factors`, as is
+    Step (i) of §4.3 and Lemma 4, A = C; MATH §3.2). Built from :func:`echo_factors_kernel`, as is
     :func:`jaxpriv.shuffle.bounds.apes_echo_sum`, whose S is (Σ_{i≠t} Σ_j p_ij)/n. O(n²) memory: a test
     oracle and a tool for small n; the accountant uses the O(n log n) sum.
 

@@ -39,7 +39,7 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from .._numerics import as_output, check_array, check_broadcastable, check_orders, float64, is_concrete, log_expm1
-from ..mechanisms.clip_laplace import echo_factors  # the echo probabilities' factors (APES Lemma 4)
+from ..mechanisms.clip_laplace import echo_factors_kernel  # the echo probabilities' factors (APES Lemma 4)
 
 __all__ = [
     "fmt22_closed_form",
@@ -235,8 +235,8 @@ def erlingsson19(eps0, n, delta):
 
 def _echo_row(e_i, e):
     """R_i = Σ_j p_ij for one user i (e_i of shape batch + (1,)), O(n), straight from the formula."""
-    a_i, _, _, _ = echo_factors(e_i)
-    _, b, _, _ = echo_factors(e)
+    a_i, _, _, _ = echo_factors_kernel(e_i)
+    _, b, _, _ = echo_factors_kernel(e)
     return jnp.sum(a_i * b * jnp.exp(-jnp.maximum(e_i, e)), axis=-1)
 
 
@@ -250,7 +250,7 @@ def _echo_sum_kernel(eps, target, worst):
     """
     n = eps.shape[-1]
     e = jnp.sort(eps, axis=-1)
-    a, b, f, g = echo_factors(e)
+    a, b, f, g = echo_factors_kernel(e)
     zeros = jnp.zeros(e.shape[:-1] + (1,), e.dtype)
     below = jnp.concatenate([zeros, jnp.cumsum(b, axis=-1)[..., :-1]], axis=-1)  # Σ_{j<i} b_j
     g_rev = jnp.cumsum(jnp.flip(g, axis=-1), axis=-1)

@@ -67,7 +67,7 @@ import numpy as np
 
 from .._batching import power_of_two
 from .._numerics import as_output, check_array, float64
-from ..mechanisms.clip_laplace import echo_factors
+from ..mechanisms.clip_laplace import echo_factors_kernel
 from . import clones as _clones
 from .poisson_binomial import leave_one_out_windows
 
@@ -98,7 +98,7 @@ def _apes_clone_probabilities(eps):
     order = np.argsort(eps, kind="stable")
     with float64():
         e = jnp.asarray(eps[order])
-        a, b, f, g = echo_factors(e)
+        a, b, f, g = echo_factors_kernel(e)
         below = jnp.concatenate([jnp.zeros(1), jnp.cumsum(b)[:-1]])
         above = jnp.concatenate([jnp.cumsum(g[::-1])[::-1][1:], jnp.zeros(1)])
         rows = np.asarray(f * below + jnp.exp(-e) + a * above)
