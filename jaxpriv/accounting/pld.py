@@ -331,6 +331,33 @@ def _chernoff_mass(log_mgf_total, lam, edge):
     return jnp.where(lam == 0, 0.0, bound)
 
 
+class _Side:
+    """One side (pessimistic or optimistic) of a composition being assembled: the steps' pmfs padded to the
+    composed grid, their summed log-MGF at the window's two λ, and what its +inf mass needs."""
+
+    def __init__(self, N: int, lams):
+        self.N, self.lams = N, lams
+        self.pmfs, self.mgf = [], jnp.zeros(2)
+        self.log_finite = self.log_mass = self.log_no_inf = 0.0
+
+    def add(self, pmf, inf, count, nodes):
+        n = pmf.shape[0]
+        self.pmfs.append(jnp.zeros(self.N).at[:n].set(pmf))
+        self.mgf = self.mgf + count * _log_mgf(pmf, nodes, self.lams)
+        self.log_finite = self.log_finite + count * jnp.log1p(-inf)
+        mass = jnp.sum(pmf) + inf
+        self.log_mass = self.log_mass + count * jnp.log(mass)
+        self.log_no_inf = self.log_no_inf + count * jnp.log1p(-inf / mass)
+
+    def inf_mass(self, upper: bool):
+        """The composition's +inf mass: 1 − (1 − p∞)^T for probability measures, and m^T − (m − p∞)^T =
+        m^T·(1 − (1 − p∞/m)^T) for a measure of mass m ≠ 1 (a nested client-sampled run's dominating or
+        dominated measure); the larger of the two for the upper side, the smaller for the lower."""
+        plain = -jnp.expm1(self.log_finite)
+        general = jnp.exp(self.log_mass) * -jnp.expm1(self.log_no_inf)
+        return jnp.maximum(plain, general) if upper else jnp.minimum(plain, general)
+
+
 @functools.partial(jax.jit, static_argnames=("direction", "N", "sizes", "query", "lower"))
 def _evaluate(steps, starts, counts, h, window_start, lam_up, lam_dn, eta, value, reach, *, direction: str,
               N: int, sizes: tuple, query: str, lower: bool):
@@ -339,40 +366,25 @@ def _evaluate(steps, starts, counts, h, window_start, lam_up, lam_dn, eta, value
     optimistic side (returns NaN for it)."""
 
     def one(step_events, step_starts, step_counts, hh, w0, l_up, l_dn, eta, x, reach_ends):
-        pess, opt = [], []
-        log_pinf = log_oinf = frac = 0.0
-        # the +inf mass of the composition, also for steps whose measure is not exactly of mass 1 (a nested
-        # client-sampled run's dominating/dominated measures): m^T − (m − p∞)^T = m^T·(1 − (1 − p∞/m)^T)
-        log_mass = {"pess": 0.0, "opt": 0.0}
-        log_no_inf = {"pess": 0.0, "opt": 0.0}
-        mgf_pess, mgf_opt = jnp.zeros(2), jnp.zeros(2)
         lams = jnp.stack([l_up, l_dn])
+        pess, opt = _Side(N, lams), _Side(N, lams)
+        frac = 0.0
         for e, s, t, n in zip(step_events, step_starts, step_counts, sizes):
             p, pinf, o, oinf, f = discretise(law(e, direction), s, n, hh)
             step_nodes = (s + jnp.arange(n, dtype=jnp.float64)) * hh
-            mgf_pess = mgf_pess + t * _log_mgf(p, step_nodes, lams)
-            pess.append(jnp.zeros(N).at[:n].set(p))
-            log_pinf = log_pinf + t * jnp.log1p(-pinf)
-            mass = jnp.sum(p) + pinf
-            log_mass["pess"] = log_mass["pess"] + t * jnp.log(mass)
-            log_no_inf["pess"] = log_no_inf["pess"] + t * jnp.log1p(-pinf / mass)
+            pess.add(p, pinf, t, step_nodes)
             if lower:
-                mgf_opt = mgf_opt + t * _log_mgf(o, step_nodes, lams)
-                opt.append(jnp.zeros(N).at[:n].set(o))
-                log_oinf = log_oinf + t * jnp.log1p(-oinf)
-                mass = jnp.sum(o) + oinf
-                log_mass["opt"] = log_mass["opt"] + t * jnp.log(mass)
-                log_no_inf["opt"] = log_no_inf["opt"] + t * jnp.log1p(-oinf / mass)
+                opt.add(o, oinf, t, step_nodes)
                 frac = frac + t * f
         total = sum(step_counts)
         nodes = (w0 + jnp.arange(N, dtype=jnp.float64)) * hh
         top, bottom = nodes[-1] + 0.5 * hh, nodes[0] - 0.5 * hh
         # nodes the sum cannot reach hold only FFT rounding: their true mass is 0
         reachable = (nodes >= reach_ends[0] - 0.5 * hh) & (nodes <= reach_ends[1] + 0.5 * hh)
-        alias_pess = _chernoff_mass(mgf_pess[0], l_up, top) + _chernoff_mass(mgf_pess[1], l_dn, bottom)
-        composed_pess, growth = _compose(pess, step_counts, step_starts, w0, N)
+        alias_pess = _chernoff_mass(pess.mgf[0], l_up, top) + _chernoff_mass(pess.mgf[1], l_dn, bottom)
+        composed_pess, growth = _compose(pess.pmfs, step_counts, step_starts, w0, N)
         composed_pess = jnp.where(reachable, composed_pess, 0.0)
-        inf_pess = jnp.maximum(-jnp.expm1(log_pinf), jnp.exp(log_mass["pess"]) * -jnp.expm1(log_no_inf["pess"]))
+        inf_pess = pess.inf_mass(upper=True)
         l2_pess = growth + (4.0 * total / math.log2(N) + 1.0) * jnp.linalg.norm(composed_pess)
         if query == "pmf":  # a dominating measure: everything it may miss goes up to +inf (see .client_sampled)
             fp_l1 = math.sqrt(N) * 8.0 * _U * math.log2(N) * l2_pess  # ‖err‖₁ ≤ √N‖err‖₂
@@ -386,10 +398,10 @@ def _evaluate(steps, starts, counts, h, window_start, lam_up, lam_dn, eta, value
             upper = jnp.clip(upper, 0.0, 1.0)
         if not lower:
             return upper, jnp.nan
-        alias_opt = _chernoff_mass(mgf_opt[0], l_up, top) + _chernoff_mass(mgf_opt[1], l_dn, bottom)
-        composed_opt, growth_opt = _compose(opt, step_counts, step_starts, w0, N)
+        alias_opt = _chernoff_mass(opt.mgf[0], l_up, top) + _chernoff_mass(opt.mgf[1], l_dn, bottom)
+        composed_opt, growth_opt = _compose(opt.pmfs, step_counts, step_starts, w0, N)
         composed_opt = jnp.where(reachable, composed_opt, 0.0)
-        inf_opt = jnp.minimum(-jnp.expm1(log_oinf), jnp.exp(log_mass["opt"]) * -jnp.expm1(log_no_inf["opt"]))
+        inf_opt = opt.inf_mass(upper=False)
         l2_opt = growth_opt + (4.0 * total / math.log2(N) + 1.0) * jnp.linalg.norm(composed_opt)
         # Hoeffding: Pr[ΣF < E ΣF − s] ≤ η for T fractional parts in [0, h)
         shift = jnp.maximum(frac - hh * jnp.sqrt(total * jnp.log(1.0 / eta) / 2.0), 0.0)
