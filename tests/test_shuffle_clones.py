@@ -247,10 +247,11 @@ def test_traced_n_is_rejected():
 
 
 def test_a_batch_of_mixed_n_equals_single_calls():
-    """Each configuration is summed over the window its own n needs (grouped), so a batch gives what
-    single calls give, whatever else is in the batch."""
-    n = np.array([100.0, 3000.0, 100.0, 2.0e5, 3000.0, 50.0] * 4)
+    """A batch gives what single calls give, to the documented accuracy (~1e-10 relative, MATH §0.1): a
+    group of ≥ 16 rows is summed over the window its own n needs (its root finds run as one batch, so the
+    last bits may differ), smaller groups share the largest of their windows (one compiled program)."""
+    n = np.array([100.0, 3000.0, 100.0, 2.0e5, 3000.0, 50.0] * 4 + [700.0] * 16)
     eps0 = np.linspace(0.5, 2.0, n.size)
     batch = np.asarray(clones_epsilon(eps0, n, 1e-7))
     single = np.array([float(clones_epsilon(e, m, 1e-7)) for e, m in zip(eps0, n)])
-    np.testing.assert_allclose(batch, single, rtol=1e-14, atol=0)
+    np.testing.assert_allclose(batch, single, rtol=1e-10, atol=0)

@@ -360,14 +360,20 @@ def _validated(eps0, n, third_name, third, third_range, clones):
 
 def _run(make_kernel, shape, arrays, n_max, chunk_size, progress, what):
     """Evaluate ``make_kernel(window, anchor)`` on the flattened batch. Concrete inputs are grouped by the
-    window their own n needs, so a small n in a batch never pays for a large one's window (a batch is
-    never slower per configuration than single calls); traced inputs share the largest n's window."""
+    window their own n needs, so a small n in a large batch does not pay for a large one's window; groups
+    too small to batch (< 16 rows, run row by row) share one program at the largest of their windows,
+    because compiling a window's program (~1 s) costs more than summing a few rows over a wider window
+    (milliseconds; the wider sum is as exact). Traced inputs share the largest n's window."""
     if not all(is_concrete(a) for a in arrays):
         window, anchor = _sizes(n_max)
         return as_output(make_kernel(window, anchor)(*(a.reshape(-1) for a in arrays)).reshape(shape))
     flat = [np.asarray(a, dtype=np.float64).reshape(-1) for a in arrays]
     distinct, inverse = np.unique(flat[1], return_inverse=True)
     sizes = np.array([_sizes(float(m)) for m in distinct])[inverse.reshape(-1)]
+    _, group, count = np.unique(sizes, axis=0, return_inverse=True, return_counts=True)
+    small = count[group.reshape(-1)] < 16
+    if small.sum() > 1:
+        sizes[small] = sizes[small].max(axis=0)
     out = np.empty(flat[0].size)
     for window, anchor in np.unique(sizes, axis=0):
         rows = np.flatnonzero((sizes[:, 0] == window) & (sizes[:, 1] == anchor))

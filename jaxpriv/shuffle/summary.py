@@ -75,21 +75,20 @@ def epsilon_versus_n(spec_budgets, ns, delta: float, *, personalized_sizes: int 
     of the sizes (log-spaced, the first and last included) and is NaN at the others (not drawn)."""
     ns = np.asarray(ns)
     chosen = set(np.unique(np.round(np.linspace(0, ns.size - 1, min(personalized_sizes, ns.size))).astype(int)))
-    curves = {name: [] for name in (*_EXACT_CURVES, "FMT22 closed form (UniS, APES Eq. 2)",
-                                    "APES Theorem 4 (echo of neighbours)")}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # inf outside validity is plotted as a gap
-        for i, n in enumerate(ns):
-            eps = spec_budgets(int(n))
-            top = float(eps.max())
-            values = (personalized.personalized_epsilon(eps, delta, model="gspa") if i in chosen else np.nan,
-                      clones.clones_epsilon(top, int(n), delta, clones="strong"),
-                      clones.clones_epsilon(top, int(n), delta),
-                      bounds.fmt22_closed_form(top, int(n), delta),
-                      bounds.apes_theorem4(eps, delta)[0])
-            for name, value in zip(curves, values):
-                curves[name].append(float(value))
-    return {name: np.asarray(values) for name, values in curves.items()}
+        populations = [spec_budgets(int(n)) for n in ns]
+        tops = np.array([float(eps.max()) for eps in populations])
+        curves = {  # the clone sums in one call each: the sizes share one compiled program
+            _EXACT_CURVES[0]: np.array([personalized.personalized_epsilon(eps, delta, model="gspa")
+                                        if i in chosen else np.nan for i, eps in enumerate(populations)]),
+            _EXACT_CURVES[1]: clones.clones_epsilon(tops, ns, delta, clones="strong"),
+            _EXACT_CURVES[2]: clones.clones_epsilon(tops, ns, delta),
+            "FMT22 closed form (UniS, APES Eq. 2)": bounds.fmt22_closed_form(tops, ns, delta),
+            "APES Theorem 4 (echo of neighbours)": np.array([bounds.apes_theorem4(eps, delta)[0]
+                                                             for eps in populations]),
+        }
+    return {name: np.asarray(values, dtype=np.float64) for name, values in curves.items()}
 
 
 def plot_epsilon_versus_n(ns, curves: dict, path: str, title: str) -> str:
