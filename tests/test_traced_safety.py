@@ -164,42 +164,56 @@ def checked_arguments(fn, kwargs) -> dict:
     return specs
 
 
-CASES = []
-for _name, (_fn, _kwargs) in CALLS.items():
-    for _arg, _value in _kwargs.items():
-        if isinstance(_value, float) or (isinstance(_value, np.ndarray) and _arg != "orders"):
-            CASES.append(pytest.param(_fn, _kwargs, _arg, id=f"{_name}-{_arg}"))
+def _numeric_arguments(kwargs) -> list[str]:
+    return [a for a, v in kwargs.items() if isinstance(v, float) or (isinstance(v, np.ndarray) and a != "orders")]
 
 
-@pytest.mark.parametrize("fn, kwargs, arg", CASES)
-def test_invalid_traced_argument_gives_nan(fn, kwargs, arg):
-    specs = checked_arguments(fn, kwargs)
-    assert arg in specs, f"{arg} is never range-checked"  # every numeric argument has a declared range
-    bad = sorted({v for spec in specs[arg] for v in invalid_values(*spec)
-                  if not all(_inside(v, *s) for s in specs[arg])}, key=repr)
-    valid = np.asarray(kwargs[arg], dtype=np.float64)
-    # one row per value: the valid argument, then the argument with (its first element) made invalid
-    rows = [valid] + [np.where(np.arange(valid.size).reshape(valid.shape) == 0, v, valid) for v in bad]
-    values = jnp.asarray(np.stack(rows), dtype=jnp.float32)  # x64 off here: the caller's dtype
-
-    def call(v):
-        return fn(**{**kwargs, arg: v})
-
+def _refuses_tracing(fn, kwargs, arg, values) -> bool:
+    """True when ``arg`` must be concrete: a structural argument (RR's k) or a host-side accountant that
+    refuses a traced argument outright. Both are safe. Traced abstractly: nothing is compiled."""
     try:
-        out = jax.jit(jax.vmap(call))(values)
-    except jax.errors.ConcretizationTypeError:  # a structural argument (RR's k) must be concrete: safe too
-        return
-    except ValueError as err:  # refusing a traced argument outright is also safe (the host-side accountants)
+        jax.eval_shape(jax.vmap(lambda v: fn(**{**kwargs, arg: v})), values)
+    except jax.errors.ConcretizationTypeError:
+        return True
+    except ValueError as err:
         assert "concrete" in str(err), err
+        return True
+    return False
+
+
+@pytest.mark.parametrize("fn, kwargs", [pytest.param(fn, kwargs, id=name) for name, (fn, kwargs) in CALLS.items()])
+def test_invalid_traced_arguments_give_nan(fn, kwargs):
+    """Every numeric argument has a declared range, and each value outside it, passed traced (x64 off: the
+    caller's float32), gives NaN in what it feeds while the valid call stays finite. One compiled program
+    per function: each row of one vmapped batch makes one argument invalid and keeps the others valid."""
+    specs = checked_arguments(fn, kwargs)
+    cases = {}  # argument → (its invalid values, its rows: the valid value first, then each invalid one)
+    for arg in _numeric_arguments(kwargs):
+        assert arg in specs, f"{arg} is never range-checked"
+        bad = sorted({v for spec in specs[arg] for v in invalid_values(*spec)
+                      if not all(_inside(v, *s) for s in specs[arg])}, key=repr)
+        valid = np.asarray(kwargs[arg], dtype=np.float64)
+        # an array argument is made invalid in its first element
+        rows = [valid] + [np.where(np.arange(valid.size).reshape(valid.shape) == 0, v, valid) for v in bad]
+        values = jnp.asarray(np.stack(rows), dtype=jnp.float32)
+        if not _refuses_tracing(fn, kwargs, arg, values):
+            cases[arg] = (bad, values)
+    if not cases:
         return
+    owners = [(arg, i) for arg, (_, values) in cases.items() for i in range(len(values))]
+    batch = {a: jnp.stack([cases[arg][1][i] if a == arg else jnp.asarray(kwargs[a], jnp.float32)
+                           for arg, i in owners]) for a in cases}
+    out = jax.jit(jax.vmap(lambda b: fn(**{**kwargs, **b})))(batch)
     for leaf in jax.tree_util.tree_leaves(out):
-        leaf = np.asarray(leaf, dtype=np.float64).reshape(len(values), -1)
-        assert not np.isnan(leaf[0]).any(), f"valid {arg} = {kwargs[arg]} gave {leaf[0]}"
-        for v, row in zip(bad, leaf[1:]):
+        leaf = np.asarray(leaf, dtype=np.float64).reshape(len(owners), -1)
+        for (arg, i), row in zip(owners, leaf):
+            if i == 0:
+                assert not np.isnan(row).any(), f"valid {arg} = {kwargs[arg]} gave {row}"
+                continue
             # a scalar makes the whole answer NaN; an array at least the part its invalid element feeds
             # (one invalid order of a curve makes that order's value NaN: the conversions then give NaN)
-            nan = np.isnan(row).all() if valid.ndim == 0 else np.isnan(row).any()
-            assert nan, f"invalid {arg} = {v} gave {row}"
+            nan = np.isnan(row).all() if np.ndim(kwargs[arg]) == 0 else np.isnan(row).any()
+            assert nan, f"invalid {arg} = {cases[arg][0][i - 1]} gave {row}"
 
 
 def _inside(v, lo, hi, lo_open, hi_open, integer, allow_inf) -> bool:
