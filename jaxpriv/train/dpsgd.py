@@ -623,10 +623,21 @@ def make_step(graphdef, rest, tx, loss_fn, microbatch_size: int | None, clip: fl
     ``clip`` is the one clip norm, or None for per-record clip norms ("scale"): then the sampled records'
     norms are gathered from ``record_clip`` and ONE clipped sum runs with per-example norms — every
     record clipped to its own C_g, per-record sensitivity C_g.
+
+    Data parallel over every local device when there are several: the padded batch is sharded along its
+    examples (each device clips its own examples), the clipped sums are added by one all-reduce, and the
+    noise and the optimizer run replicated from the same key — the same computation as on one device (the
+    compiler partitions it; only the order of the final sum differs), so the privacy analysis is unchanged.
     """
+    from .._batching import batch_sharding
     from .clipping import split_clipped_grad_sum
 
+    devices = jax.device_count()
+    sharding = batch_sharding() if devices > 1 else None
+
     def step(params, opt_state, x, y, record_clip, indices, mask, key):
+        if sharding is not None and indices.shape[0] % devices == 0:  # buckets are multiples of 8
+            indices, mask = (jax.lax.with_sharding_constraint(v, sharding) for v in (indices, mask))
         xb, yb = x[indices], y[indices]
         clip_norm = clip if clip is not None else record_clip[indices]
         grads = split_clipped_grad_sum(loss_fn, graphdef, params, rest, xb, yb, key=key, clip_norm=clip_norm,
@@ -819,6 +830,7 @@ def train(
     (:func:`jaxpriv.train.noise.gaussian_noise`) — or, with ``mechanism="laplace"``, clip in L1 norm and
     add Lap(b·C) per coordinate (:func:`jaxpriv.train.noise.laplace_noise`) — divide by the expected batch
     size Σ_i q_i, and apply ``optimizer``. See the module docstring for the privacy configurations and the stopping rule.
+    With several local devices the step runs data parallel, its batch sharded over them (:func:`make_step`).
 
     Args:
       model: a Flax NNX classifier mapping a batch of inputs to logits (or, with ``config.loss == "mse"``,
