@@ -1044,8 +1044,9 @@ def cmd_train(args) -> int:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(summary, f, indent=2)
     if args.plot:
-        dpsgd.plot_learning_curve(result.history, args.plot,
-                                  f"DP-SGD on {args.dataset} ({args.model}), δ = {args.delta:g}")
+        from .report import plot_learning_curve
+
+        plot_learning_curve(result.history, args.plot, f"DP-SGD on {args.dataset} ({args.model}), δ = {args.delta:g}")
 
     console = _console()
     console.print(_table(

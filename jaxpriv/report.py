@@ -1,4 +1,5 @@
-"""Privacy reports and figures for DP-SGD: the numbers behind ``jaxpriv epsilon``, ``sweep`` and ``report``.
+"""Privacy reports and figures for DP-SGD: the numbers behind ``jaxpriv epsilon``, ``sweep`` and ``report``,
+and the learning curve of ``jaxpriv train``.
 
 Everything numeric comes from the public API (:func:`jaxpriv.dpsgd_epsilon`, :mod:`jaxpriv.rdp`,
 :mod:`jaxpriv.accounting`, :mod:`jaxpriv.fdp`, :mod:`jaxpriv.calibrate`); this module only arranges it.
@@ -30,6 +31,7 @@ __all__ = [
     "epsilon_grid",
     "plot_epsilon_grid",
     "plot_sigma_vs_epsilon",
+    "plot_learning_curve",
     "write_report",
 ]
 
@@ -409,3 +411,49 @@ def write_report(out_dir, *, quick: bool = False, setting: DpsgdSetting | None =
     with open(paths["report"], "w", encoding="utf-8") as f:
         f.write(_render(setting, summary, calibrated, affordable, grid, curves, quick))
     return {**paths, "summary": summary}
+
+
+def plot_learning_curve(history, path: str, title: str = "DP-SGD") -> str:
+    """Learning curve of a run: test accuracy (left axis) and spent ε (right axis) after each epoch.
+
+    Drawn on a bare :class:`matplotlib.figure.Figure` (Agg canvas): the caller's pyplot backend is never
+    touched.
+
+    Args:
+      history: :class:`EpochRecord` list (``TrainResult.history``), non-empty.
+      path: output file; the format follows the extension (``.png``, ``.pdf``, ``.svg``).
+      title: figure title.
+
+    Returns:
+      ``path``.
+
+    Example:
+      >>> import os, tempfile
+      >>> from jaxpriv.report import plot_learning_curve
+      >>> from jaxpriv.train.dpsgd import EpochRecord
+      >>> h = [EpochRecord(1, 10, 0.8, 0.6, 1.2, 0.1), EpochRecord(2, 20, 0.9, 0.4, 1.9, 0.2)]
+      >>> path = plot_learning_curve(h, os.path.join(tempfile.mkdtemp(), "curve.png"))
+      >>> os.path.getsize(path) > 0
+      True
+    """
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    if not history:
+        raise ValueError("history is empty: nothing to plot (the run took no epoch)")
+    epochs = [r.epoch for r in history]
+    fig = Figure(figsize=(7.0, 4.5), layout="constrained")
+    ax = fig.add_subplot()
+    ax.plot(epochs, [r.test_accuracy for r in history], marker="o", color="tab:blue", label="test accuracy")
+    ax.set_xlabel("epoch")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel("test accuracy", color="tab:blue")
+    ax.set_ylim(0.0, 1.0)
+    ax.grid(alpha=0.3)
+    eps_ax = ax.twinx()
+    eps_ax.plot(epochs, [r.epsilon for r in history], marker="s", color="tab:red", label="ε spent")
+    eps_ax.set_ylabel("ε spent (RDP accountant)", color="tab:red")
+    eps_ax.set_ylim(bottom=0.0)
+    ax.set_title(title)
+    fig.savefig(path, dpi=120)
+    return path

@@ -18,7 +18,8 @@ from jaxpriv import report
 from jaxpriv.federated import apes, gspa, rpdp, udpfl
 from jaxpriv.federated import rpdp_accounting as acct
 from jaxpriv.shuffle import summary
-from jaxpriv.train.dpsgd import EpochRecord, plot_learning_curve
+from jaxpriv.report import plot_learning_curve
+from jaxpriv.train.dpsgd import EpochRecord
 
 _SLACK = 1.0  # display pixels of tolerance at the canvas edge and legend frame
 

@@ -18,6 +18,7 @@ from flax import nnx
 
 import jaxpriv
 from jaxpriv import calibrate, rdp
+from jaxpriv.report import plot_learning_curve
 from jaxpriv.accountant import Accountant, Gaussian, PoissonSampled
 from jaxpriv.train import data, dpsgd, noise
 from jaxpriv.train.dpsgd import DPSGDConfig, GroupAccountant, plan_privacy, train
@@ -370,7 +371,7 @@ def test_bad_accountant(kwargs, message):
 
 def test_plot_needs_history():
     with pytest.raises(ValueError, match="history is empty"):
-        dpsgd.plot_learning_curve([], "unused.png")
+        plot_learning_curve([], "unused.png")
 
 
 # --------------------------------------------------------------------------------------------------

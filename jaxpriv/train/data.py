@@ -17,6 +17,7 @@ import importlib.resources
 import numpy as np
 
 from .._checks import check_values
+from .config import LOSSES
 
 __all__ = ["Dataset", "DATASETS", "load", "synthetic"]
 
@@ -158,3 +159,60 @@ def synthetic(shape, n: int, classes: int, seed: int = 0, *, test_fraction: floa
     x += 0.5 * templates[labels]
     train, test = stratified_split(labels, test_fraction, seed)
     return Dataset("synthetic", x[train], labels[train], x[test], labels[test], classes)
+
+
+def _labels(name: str, y: np.ndarray, loss: str) -> np.ndarray:
+    """Integer class labels (N,) as int32 for ``"cross_entropy"``; float targets (N, ...) for ``"mse"``."""
+    if loss == "mse":
+        return y if np.issubdtype(y.dtype, np.floating) else y.astype(np.float32)
+    if y.ndim != 1:
+        raise ValueError(f"{name} must hold one integer class label per example, shape (N,), for loss "
+                         f"'cross_entropy', got shape {y.shape} (use loss 'mse' for regression targets)")
+    if y.dtype != np.int32:
+        if not (np.issubdtype(y.dtype, np.number) and np.all(np.isfinite(y)) and np.all(np.floor(y) == y)
+                and np.all(y >= 0)):
+            raise ValueError(f"{name} must hold integer class labels ≥ 0 for loss 'cross_entropy', got values such "
+                             f"as {y.reshape(-1)[:3].tolist()} (use loss 'mse' for regression targets)")
+        y = y.astype(np.int32)
+    if y.size and y.min() < 0:
+        raise ValueError(f"{name} must hold integer class labels ≥ 0 for loss 'cross_entropy', got {int(y.min())}")
+    return y
+
+
+def as_dataset(data, loss: str = "cross_entropy"):
+    """``data`` as a :class:`jaxpriv.train.data.Dataset`: a Dataset, or a tuple ``(x, y)`` or
+    ``(x, y, x_test, y_test)`` of numpy or JAX arrays (without a test set, the training arrays are also
+    the evaluation set). Raises ValueError naming the first array with a wrong shape or labels. Also used
+    by :mod:`jaxpriv.train.private`."""
+    from .data import Dataset
+
+    if loss not in LOSSES:
+        raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
+    if isinstance(data, (tuple, list)):
+        if len(data) not in (2, 4):
+            raise ValueError(f"data must be a Dataset or a tuple (x, y) or (x, y, x_test, y_test), got a sequence "
+                             f"of {len(data)} items")
+        arrays = [np.asarray(a) for a in data]
+        if len(arrays) == 2:
+            arrays += arrays
+        name = "arrays"
+    elif all(hasattr(data, k) for k in ("x_train", "y_train", "x_test", "y_test")):
+        arrays = [np.asarray(getattr(data, k)) for k in ("x_train", "y_train", "x_test", "y_test")]
+        name = getattr(data, "name", "arrays")
+    else:
+        raise ValueError(f"data must be a Dataset or a tuple (x, y) or (x, y, x_test, y_test), got "
+                         f"{type(data).__name__}")
+    x, y, x_test, y_test = arrays
+    for what, a in (("x", x), ("y", y), ("x_test", x_test), ("y_test", y_test)):
+        if a.ndim == 0 or a.shape[0] == 0:
+            raise ValueError(f"{what} must be an array with a leading axis of N ≥ 1 examples, got shape {a.shape}")
+    for xs, ys, a, b in (("x", "y", x, y), ("x_test", "y_test", x_test, y_test)):
+        if a.shape[0] != b.shape[0]:
+            raise ValueError(f"{xs} and {ys} must hold the same number of examples, got {xs} of shape {a.shape} "
+                             f"and {ys} of shape {b.shape}")
+    if x_test.shape[1:] != x.shape[1:] or y_test.shape[1:] != y.shape[1:]:
+        raise ValueError(f"the test set must have the training set's shapes per example: x {x.shape[1:]} and y "
+                         f"{y.shape[1:]}, got x_test {x_test.shape[1:]} and y_test {y_test.shape[1:]}")
+    y, y_test = _labels("y", y, loss), _labels("y_test", y_test, loss)
+    classes = 0 if loss == "mse" else int(max(y.max(), y_test.max())) + 1
+    return Dataset(name, x, y, x_test, y_test, int(getattr(data, "num_classes", classes)))

@@ -1,0 +1,112 @@
+"""The trainer's built-in models and per-example losses (Flax NNX): what ``jaxpriv train`` and the
+federated systems train, and the losses :func:`jaxpriv.train.dpsgd.train` clips per example."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import optax
+from flax import nnx
+
+__all__ = ["cross_entropy_loss", "mse_loss", "squared_errors", "MLP", "CNN"]
+
+
+def cross_entropy_loss(model, inputs, labels, key=None):
+    """Per-example softmax cross-entropy −log softmax(model(x))_y of an NNX classifier, in the clipping
+    interface ``loss_fn(model, inputs, labels, key) → (B,)``. ``key`` is unused (no stochastic layers).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from flax import nnx
+      >>> from jaxpriv.train.dpsgd import MLP, cross_entropy_loss
+      >>> model = MLP(4, (8,), 3, rngs=nnx.Rngs(0))
+      >>> cross_entropy_loss(model, jnp.ones((5, 4)), jnp.zeros(5, jnp.int32)).shape
+      (5,)
+    """
+    return optax.softmax_cross_entropy_with_integer_labels(model(inputs), labels)
+
+
+def squared_errors(outputs, targets):
+    """Per-example mean squared error between outputs (B, ...) and targets (B, ...) of as many numbers:
+    (B,) = mean over each example's numbers of (output − target)². Raises ValueError when the counts differ.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxpriv.train.models import squared_errors
+      >>> squared_errors(jnp.ones((2, 3)), jnp.zeros((2, 3))).tolist()
+      [1.0, 1.0]
+    """
+    batch = outputs.shape[0]
+    outputs, targets = outputs.reshape(batch, -1), targets.reshape(batch, -1)
+    if outputs.shape != targets.shape:
+        raise ValueError(f"mse_loss: the model gives {outputs.shape[1]} output(s) per example but the targets hold "
+                         f"{targets.shape[1]}; make them match (e.g. a final nnx.Linear(..., {targets.shape[1]}))")
+    return jnp.mean(jnp.square(outputs - targets.astype(outputs.dtype)), axis=1)
+
+
+def mse_loss(model, inputs, targets, key=None):
+    """Per-example mean squared error of a regression model, in the clipping interface
+    ``loss_fn(model, inputs, targets, key) → (B,)``: ℓ_i = (1/k) Σ_j (f(x_i)_j − y_ij)² over the k outputs
+    (the per-example form of ``optax.squared_error`` averaged over outputs). The model's outputs and the
+    targets may have any shapes with k numbers per example: ``(B,)``, ``(B, 1)`` and ``(B, k)`` all work.
+    ``key`` is unused. ``DPSGDConfig(loss="mse")`` trains with it.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from flax import nnx
+      >>> from jaxpriv.train.dpsgd import mse_loss
+      >>> model = nnx.Linear(3, 1, rngs=nnx.Rngs(0))
+      >>> model.kernel[...], model.bias[...] = jnp.ones((3, 1)), jnp.zeros(1)
+      >>> mse_loss(model, jnp.ones((2, 3)), jnp.array([3.0, 1.0])).tolist()  # outputs 3 and 3
+      [0.0, 4.0]
+    """
+    return squared_errors(model(inputs), targets)
+
+
+class MLP(nnx.Module):
+    """Multilayer perceptron with tanh activations (bounded activations suit DP-SGD's clipping: Papernot
+    et al. 2021, "Tempered sigmoid activations"). Inputs of any shape are flattened.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from flax import nnx
+      >>> from jaxpriv.train.dpsgd import MLP
+      >>> MLP(64, (32,), 10, rngs=nnx.Rngs(0))(jnp.ones((2, 64))).shape
+      (2, 10)
+    """
+
+    def __init__(self, in_features: int, hidden: tuple = (128,), num_classes: int = 10, *, rngs: nnx.Rngs):
+        sizes = (in_features,) + tuple(hidden)
+        self.layers = nnx.List([nnx.Linear(a, b, rngs=rngs) for a, b in zip(sizes[:-1], sizes[1:])])
+        self.head = nnx.Linear(sizes[-1], num_classes, rngs=rngs)
+
+    def __call__(self, x):
+        x = x.reshape(x.shape[0], -1)
+        for layer in self.layers:
+            x = jnp.tanh(layer(x))
+        return self.head(x)
+
+
+class CNN(nnx.Module):
+    """Small convolutional network for square images (e.g. digits' 8×8): two 3×3 convolutions with tanh
+    and 2×2 average pooling, then a linear head. Flat inputs are reshaped to (side, side, channels).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from flax import nnx
+      >>> from jaxpriv.train.dpsgd import CNN
+      >>> CNN(8, 1, 10, rngs=nnx.Rngs(0))(jnp.ones((2, 64))).shape
+      (2, 10)
+    """
+
+    def __init__(self, side: int, channels: int = 1, num_classes: int = 10, width: int = 16, *, rngs: nnx.Rngs):
+        self.side, self.channels = side, channels
+        self.conv1 = nnx.Conv(channels, width, kernel_size=(3, 3), rngs=rngs)
+        self.conv2 = nnx.Conv(width, 2 * width, kernel_size=(3, 3), rngs=rngs)
+        pooled = side // 4
+        self.head = nnx.Linear(2 * width * pooled * pooled, num_classes, rngs=rngs)
+
+    def __call__(self, x):
+        x = x.reshape(x.shape[0], self.side, self.side, self.channels)
+        x = nnx.avg_pool(jnp.tanh(self.conv1(x)), window_shape=(2, 2), strides=(2, 2))
+        x = nnx.avg_pool(jnp.tanh(self.conv2(x)), window_shape=(2, 2), strides=(2, 2))
+        return self.head(x.reshape(x.shape[0], -1))

@@ -1,0 +1,322 @@
+"""The privacy plan of a DP-SGD run and the accountant that tracks it (MATH §5, §6).
+
+Privacy is planned before training (:func:`plan_privacy`) and accounted after every epoch
+(:class:`GroupAccountant`). Records are grouped by their (rate, noise multiplier); each group's ε is
+the exact RDP of the Poisson-subsampled Gaussian (MATH §1.3) composed over the steps taken (§1.7) and
+converted (§1.8) by the core's own kernel, :func:`jaxpriv.dpsgd_epsilon`. Configurations:
+
+* **target ε** — σ calibrated to ε for the planned number of steps (:func:`jaxpriv.calibrate.noise_multiplier`);
+  or, when σ is given too, the rate q (:func:`jaxpriv.calibrate.sampling_rate`);
+* **fixed σ** — no target; ε is reported;
+* **per-record budgets**, IDP-SGD (Boenisch et al. 2023, "Have it your way"; MATH §5) with exact inversion:
+
+  - ``"sample"``: one σ for everyone, per-group rates q_g with ε_g(q_g, σ, T) = budget_g; σ is solved so
+    that the mean rate Σ_i q_i / N equals the batch rate B/N (the expected batch size is unchanged).
+    With σ given, σ is kept and only the q_g are calibrated (rPDP-FL's per-record rates, MATH §6).
+  - ``"scale"``: one rate q = B/N for everyone and per-group noise multipliers σ_g = σ(budget_g; q, T).
+    A single Gaussian noise of std s is added to the sum, so σ_g is realised through a per-group clip
+    norm C_g = s/σ_g (the noise multiplier of a record is the noise std over its sensitivity); s is set
+    so that the record-weighted mean clip norm equals ``clip_norm``: s = C·N / Σ_i 1/σ_i. A record with
+    a larger budget gets a larger clip norm (more signal) under the same noise. The step runs ONE
+    clipped pass with per-example clip norms (each sampled record's C_g gathered by index), so any
+    number of distinct budgets costs the same as one.
+
+Noise mechanism (``mechanism``): ``"gaussian"`` as above, or ``"laplace"`` — i.i.d. Lap(b·C) on every
+coordinate of the sum of gradients clipped in **L1** norm to C (``norm="l1"`` in
+:func:`~jaxpriv.train.clipping.clipped_grad_sum`), so the sum has L1 sensitivity C under add/remove.
+The step's mechanism is the d-dimensional product Laplace with shift v, ‖v‖₁ ≤ C, whose Rényi divergence
+is Σ_i f(|v_i|), f(t) = ρ_Lap(α; b·C/t) the 1-D curve at shift t. f is convex on [0, ∞) with f(0) = 0:
+(α−1)f(t) = log( α/(2α−1)·e^{(α−1)t/(bC)} + (α−1)/(2α−1)·e^{−αt/(bC)} ) is a log-sum-exp of affine
+functions of t with positive weights (convex), and f ≥ 0 = f(0) makes it non-decreasing on [0, ∞). So
+v ↦ Σ_i f(|v_i|) is convex (a convex non-decreasing function of the convex |v_i|), and its maximum over
+the L1 ball (a polytope) is at a vertex ±C·e_i: the worst case is the 1-D curve ρ_Lap(α; b)
+(:func:`jaxpriv.rdp.laplace`, MATH §1.2; b is the Laplace scale per unit of L1 sensitivity, the role
+σ plays for the Gaussian). T steps compose :func:`jaxpriv.rdp.subsampled` (Zhu & Wang 2019, MATH §1.4)
+of that curve, converted with the improved conversion (§1.8); a target ε calibrates b with
+:func:`jaxpriv.mechanisms.harmonizer.harmonize` (the same accounting, solved conservatively).
+
+``"staircase"``: per-coordinate staircase noise (γ = γ*, per-step ε₀, sensitivity C) on the L1-clipped
+sum. Its RDP at shift t is **concave** in t (:func:`jaxpriv.mechanisms.staircase.rdp_shift`), so the 1-D
+curve is not a bound: spreading the L1 shift evenly over the model's d parameters is the worst case, and
+each step is accounted with :func:`jaxpriv.mechanisms.staircase.rdp_l1` (d·ρ(C/d)), subsampled by
+:func:`jaxpriv.rdp.subsampled`; a target ε calibrates ε₀ through the Harmonizer with the same curve.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax.numpy as jnp
+import numpy as np
+
+from .. import calibrate, rdp
+from ..accountant import dpsgd_epsilon
+from .._numerics import check_array, check_orders, float64
+from .config import MECHANISMS, DPSGDConfig, check_config
+
+__all__ = ["PrivacyPlan", "GroupAccountant", "plan_privacy"]
+
+
+@dataclasses.dataclass(frozen=True)
+class PrivacyPlan:
+    """What the trainer runs and the accountant accounts, fixed before training.
+
+    Records are partitioned into groups g (``group_of_record``) sharing a rate ``rate[g]``, a noise
+    multiplier ``sigma[g]``, a clip norm ``clip[g]`` and a budget ``budget[g]`` (inf when none). The
+    noise added to the clipped sum has scale ``noise_std`` = sigma[g]·clip[g] for every g, and the sum is
+    divided by ``expected_batch_size`` = Σ_i q_i. With ``mechanism == "laplace"``, ``sigma`` is the
+    Laplace scale per unit L1 sensitivity b and ``noise_std`` the Laplace scale b·C (not a std).
+    """
+
+    mode: str
+    steps_per_epoch: int
+    total_steps: int
+    group_of_record: np.ndarray
+    budget: np.ndarray
+    rate: np.ndarray
+    sigma: np.ndarray
+    clip: np.ndarray
+    noise_std: float
+    expected_batch_size: float
+    mechanism: str = "gaussian"
+    dimension: int = 1
+
+    @property
+    def record_rates(self) -> np.ndarray:
+        return self.rate[self.group_of_record]
+
+    @property
+    def record_clip(self) -> np.ndarray:
+        return self.clip[self.group_of_record]
+
+    def arrays(self) -> dict:
+        return {f"plan_{k}": getattr(self, k) for k in ("group_of_record", "budget", "rate", "sigma", "clip")}
+
+    def scalars(self) -> dict:
+        return {k: getattr(self, k) for k in ("mode", "steps_per_epoch", "total_steps", "noise_std", "expected_batch_size",
+                                              "mechanism", "dimension")}
+
+
+def _unattainable(what: str) -> ValueError:
+    return ValueError(f"{what} cannot be met with these orders and steps (ε(σ → ∞) is larger); raise it or train fewer steps")
+
+
+def _sample_mode_sigma(budgets, counts, mean_rate, steps, delta, orders) -> float:
+    """IDP-SGD "Sample": the σ at which the per-group calibrated rates have mean Σ n_g q_g / N = B/N.
+
+    Each q_g(σ) = :func:`jaxpriv.calibrate.sampling_rate` is exact and increasing in σ (more noise
+    permits more sampling), so the mean rate is increasing in σ; the library's root finder
+    (:func:`jaxpriv.calibrate.solve_monotone`, on log σ) solves it to 1e-10. The root only sets the batch
+    size: privacy holds at any σ because every q_g is calibrated at the σ finally used.
+    """
+    weights = counts / counts.sum()
+
+    def shortfall(log_sigma):  # > 0 while σ is too small for the mean rate
+        q = calibrate.sampling_rate(budgets, math.exp(float(log_sigma[0])), steps, delta, orders=orders)
+        return jnp.asarray([mean_rate - float(np.dot(weights, q))])
+
+    with float64():
+        log_sigma, found = calibrate.solve_monotone(shortfall, jnp.zeros(1), step=math.log(4.0), traced=False)
+    if not bool(found[0]):
+        raise _unattainable("the budgets")
+    return math.exp(float(log_sigma[0]))
+
+
+def plan_privacy(config: DPSGDConfig, n: int, dimension: int | None = None) -> PrivacyPlan:
+    """Calibrate the run's rates, noise multipliers and clip norms before training (MATH §5, §6).
+
+    T = epochs · round(N / batch_size) steps are planned; each group's ε at T steps is ≤ its budget
+    (calibration is conservative, MATH §5). See the module docstring for the configurations.
+
+    Args:
+      config: the run's :class:`DPSGDConfig`.
+      n: number of training records N ≥ 1.
+      dimension: number of model parameters d (required for ``mechanism="staircase"``, whose
+        per-coordinate accounting depends on it; :func:`train` passes it).
+
+    Returns:
+      :class:`PrivacyPlan`.
+
+    Example:
+      >>> from jaxpriv.train.dpsgd import DPSGDConfig, plan_privacy
+      >>> plan = plan_privacy(DPSGDConfig(epochs=10, batch_size=100, epsilon=2.0, delta=1e-5), n=10_000)
+      >>> plan.total_steps, round(float(plan.sigma[0]), 4), plan.expected_batch_size
+      (1000, 1.0223, 100.0)
+    """
+    n = int(check_array("n", n, 1.0, np.inf, integer=True))
+    check_config(config, n)
+    if config.mechanism == "staircase":
+        if dimension is None:
+            raise ValueError("dimension (the number of model parameters) is required for mechanism 'staircase'")
+        dimension = int(check_array("dimension", dimension, 1.0, np.inf, integer=True))
+    else:
+        dimension = 1
+    steps_per_epoch = max(1, int(round(n / config.batch_size)))
+    steps = config.epochs * steps_per_epoch
+    mean_rate = config.batch_size / n
+    delta, orders, clip = config.delta, config.orders, config.clip_norm
+    if config.budgets is not None:
+        budget, group = np.unique(np.asarray(config.budgets, dtype=np.float64), return_inverse=True)
+        counts = np.bincount(group, minlength=budget.size).astype(np.float64)
+        if config.personalization == "sample":
+            sigma = config.noise_multiplier
+            mode = "sample (σ given)" if sigma is not None else "sample"
+            if sigma is None:
+                sigma = _sample_mode_sigma(budget, counts, mean_rate, steps, delta, orders)
+            rate = np.asarray(calibrate.sampling_rate(budget, sigma, steps, delta, orders=orders), dtype=np.float64)
+            if np.any(rate <= 0):
+                raise _unattainable(f"budget {budget[rate <= 0][0]:g}")
+            sigmas, clips = np.full(budget.size, float(sigma)), np.full(budget.size, clip)
+        else:
+            mode = "scale"
+            rate = np.full(budget.size, mean_rate)
+            sigmas = np.asarray(calibrate.noise_multiplier(budget, mean_rate, steps, delta, orders=orders), dtype=np.float64)
+            if not np.all(np.isfinite(sigmas)):
+                raise _unattainable(f"budget {budget[~np.isfinite(sigmas)][0]:g}")
+            noise_std = clip * n / float(np.dot(counts, 1.0 / sigmas))
+            clips = noise_std / sigmas
+    else:
+        group = np.zeros(n, dtype=np.int64)
+        counts = np.array([float(n)])
+        budget = np.array([np.inf if config.epsilon is None else float(config.epsilon)])
+        if config.epsilon is None:
+            fixed = {"laplace": "fixed b", "staircase": "fixed ε₀"}.get(config.mechanism, "fixed σ")
+            mode, rate, sigma = fixed, mean_rate, config.noise_multiplier
+        elif config.mechanism in ("laplace", "staircase"):
+            mode, rate = ("b for ε" if config.mechanism == "laplace" else "ε₀ for ε"), mean_rate
+            sigma = _harmonized_scale_for(config.mechanism, config.epsilon, mean_rate, steps, delta, orders, dimension)
+        elif config.noise_multiplier is None:
+            mode, rate = "σ for ε", mean_rate
+            sigma = float(calibrate.noise_multiplier(config.epsilon, mean_rate, steps, delta, orders=orders))
+            if not math.isfinite(sigma):
+                raise _unattainable(f"epsilon {config.epsilon:g}")
+        else:
+            mode, sigma = "q for ε", config.noise_multiplier
+            rate = float(calibrate.sampling_rate(config.epsilon, sigma, steps, delta, orders=orders))
+            if rate <= 0:
+                raise _unattainable(f"epsilon {config.epsilon:g}")
+        rate, sigmas, clips = np.array([float(rate)]), np.array([float(sigma)]), np.array([float(clip)])
+    noise_std = float(sigmas[0] * clips[0])
+    return PrivacyPlan(
+        mode=mode,
+        steps_per_epoch=steps_per_epoch,
+        total_steps=steps,
+        group_of_record=np.asarray(group, dtype=np.int64),
+        budget=np.asarray(budget, dtype=np.float64),
+        rate=np.asarray(rate, dtype=np.float64),
+        sigma=np.asarray(sigmas, dtype=np.float64),
+        clip=np.asarray(clips, dtype=np.float64),
+        noise_std=noise_std,
+        expected_batch_size=float(np.dot(counts, rate)),
+        mechanism=config.mechanism,
+        dimension=dimension,
+    )
+
+
+def _harmonized_scale_for(mechanism: str, epsilon: float, rate: float, steps: int, delta: float, orders,
+                          dimension: int) -> float:
+    """The Laplace scale b (per unit L1 sensitivity) or the staircase's per-step ε₀ that spends ``epsilon``
+    in ``steps`` subsampled steps: UDP-FL's Harmonizer (:func:`jaxpriv.mechanisms.harmonizer.harmonize`)
+    solves exactly this; the result is re-checked with the trainer's own accountant and moved to the safe
+    side (b up, ε₀ down) if rounding disagrees."""
+    import warnings
+
+    from ..mechanisms import harmonizer
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an unattainable target is reported below
+        b = float(harmonizer.harmonize(mechanism, epsilon, delta, q=rate, rounds=steps, orders=orders,
+                                       dimension=dimension).scale)
+    if not (math.isfinite(b) and b > 0):
+        raise _unattainable(f"epsilon {epsilon:g}")
+    safer = 1.0 + 1e-12 if mechanism == "laplace" else 1.0 - 1e-12
+    account = lambda scale: GroupAccountant([rate], [scale], delta, orders=orders, mechanism=mechanism,  # noqa: E731
+                                            dimension=dimension)
+    while account(b).epsilon(steps)[0] > epsilon:  # jit vs eager rounding: at most a step or two of 1e-12
+        b *= safer
+    return b
+
+
+# --------------------------------------------------------------------------------------------------
+# Accountant
+# --------------------------------------------------------------------------------------------------
+
+
+class GroupAccountant:
+    """Per-group RDP accountant of DP-SGD: group g takes T steps of the Poisson-subsampled Gaussian with
+    rate q_g and noise multiplier σ_g (the clipped sum has sensitivity C_g and noise std σ_g·C_g).
+
+    ε_g = min_α [T·ρ_PoiSG(α; q_g, σ_g) + improved conversion] (MATH §1.3, §1.7, §1.8), evaluated by
+    :func:`jaxpriv.dpsgd_epsilon` itself — the core's kernel, so the trainer's ε is the core's ε for the
+    same events, to the last bit. All steps of a run are alike, so the state is the step count.
+
+    With ``mechanism="laplace"`` the step is the Poisson-subsampled d-dimensional Laplace with L1
+    sensitivity 1 and scale b_g = ``sigmas[g]``, whose worst case is the 1-D curve (module docstring):
+    ε_g = improved conversion of T·:func:`jaxpriv.rdp.subsampled` (q_g, :func:`jaxpriv.rdp.laplace`
+    (b_g)) (Zhu & Wang 2019 at integer orders, its convexity chord between them; MATH §1.2, §1.4).
+
+    Args:
+      rates, sigmas: per-group q_g ∈ [0, 1] and σ_g > 0 (1-D, same length); b_g for ``"laplace"``.
+      delta: δ ∈ (0, 1).
+      orders: Rényi orders (default :data:`jaxpriv.rdp.DEFAULT_ORDERS`).
+      steps: steps already taken (≥ 0).
+      mechanism: ``"gaussian"``, ``"laplace"`` or ``"staircase"`` (per-step ε₀ in ``sigmas``).
+      dimension: number of noised coordinates d; required for ``"staircase"`` (accounted with
+        d·ρ(1/d), :func:`jaxpriv.mechanisms.staircase.rdp_l1`), ignored otherwise.
+
+    Example:
+      >>> from jaxpriv.train.dpsgd import GroupAccountant
+      >>> acc = GroupAccountant([0.01], [1.1], delta=1e-5, steps=10_000)
+      >>> round(float(acc.epsilon()[0]), 4)
+      5.632
+    """
+
+    def __init__(self, rates, sigmas, delta: float, *, orders=None, steps: int = 0, mechanism: str = "gaussian",
+                 dimension: int | None = None):
+        if mechanism not in MECHANISMS:
+            raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
+        if mechanism == "staircase" and dimension is None:  # the 1-D curve is not a bound for d > 1
+            raise ValueError("dimension (the number of noised coordinates d ≥ 1) is required for mechanism 'staircase'")
+        dimension = int(check_array("dimension", 1 if dimension is None else dimension, 1.0, np.inf, integer=True))
+        self.orders = check_orders(rdp.DEFAULT_ORDERS if orders is None else orders)
+        rates = np.atleast_1d(np.asarray(check_array("rates", rates, 0.0, 1.0)))
+        sigmas = np.atleast_1d(np.asarray(check_array("sigmas", sigmas, 0.0, np.inf, lo_open=True)))
+        if rates.ndim != 1 or rates.shape != sigmas.shape:
+            raise ValueError(f"rates and sigmas must be 1-D of the same length, got {rates.shape} and {sigmas.shape}")
+        self.delta = float(check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True))
+        self.steps = int(check_array("steps", steps, 0.0, np.inf, integer=True))
+        self.rates, self.sigmas, self.mechanism = rates, sigmas, mechanism
+        self._curve = None
+        if mechanism == "laplace":  # one step's curve (G, K); T steps compose to T times it (MATH §1.7)
+            self._curve = rdp.subsampled(rates, lambda a: rdp.laplace(sigmas, a), self.orders)
+        elif mechanism == "staircase":  # per-coordinate staircase, L1 sensitivity 1 over d coordinates
+            from ..mechanisms import staircase
+
+            self._curve = rdp.subsampled(rates, lambda a: staircase.rdp_l1(sigmas, dimension, orders=a), self.orders)
+
+    def epsilon(self, steps: int | None = None) -> np.ndarray:
+        """ε of every group after ``steps`` steps (default: the steps taken), float64 (G,)."""
+        steps = self.steps if steps is None else int(check_array("steps", steps, 0.0, np.inf, integer=True))
+        if self._curve is not None:
+            return np.asarray(rdp.to_epsilon(steps * self._curve, self.orders, self.delta)[0],
+                              dtype=np.float64).reshape(-1)
+        return np.asarray(dpsgd_epsilon(self.rates, self.sigmas, steps, self.delta, orders=self.orders),
+                          dtype=np.float64).reshape(-1)
+
+    def steps_within(self, budgets, limit: int) -> int:
+        """Largest k ≤ ``limit`` such that every group stays within its budget after k more steps
+        (ε is increasing in the number of steps: bisection on this very accountant's ε, so the reported
+        ε never exceeds a budget)."""
+        budgets = np.asarray(budgets, dtype=np.float64)
+        limit = int(check_array("limit", limit, 0.0, np.inf, integer=True))
+        within = lambda k: bool(np.all(self.epsilon(self.steps + k) <= budgets))  # noqa: E731
+        if within(limit):
+            return limit
+        if not within(0):  # already over budget (a resumed run that was stopped)
+            return 0
+        lo, hi = 0, limit  # invariant: within(lo) and not within(hi)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if within(mid) else (lo, mid)
+        return lo
