@@ -5,6 +5,17 @@ noise key), the plan, the step count (the sampler is a function of (seed, step))
 ``np.savez`` arrays plus JSON metadata; a killed run resumes with the same parameters and the same ε as
 an uninterrupted one. A run killed mid-epoch restarts that epoch from its checkpoint and replays the same
 batches with the same noise, so the replay computes exactly what was computed before the kill.
+
+Example (the round trip :func:`jaxpriv.train.dpsgd.train` makes with its state):
+  >>> import tempfile, jax, jax.numpy as jnp
+  >>> from jaxpriv.train import checkpoint
+  >>> state = {"w": jnp.ones((2, 3)), "key": jax.random.key(0)}
+  >>> d = tempfile.mkdtemp()
+  >>> checkpoint.save_checkpoint(d, 1, checkpoint.leaves_to_arrays("s_", state), {"epoch": 1})
+  >>> meta, arrays = checkpoint.load_checkpoint(d)
+  >>> restored = checkpoint.arrays_to_tree("s_", arrays, state)
+  >>> meta["epoch"], bool((restored["w"] == state["w"]).all())
+  (1, True)
 """
 
 from __future__ import annotations
@@ -31,13 +42,16 @@ def _is_key(x) -> bool:
 
 
 def leaves_to_arrays(prefix: str, tree) -> dict:
-    """Flattened pytree leaves as numpy arrays (typed PRNG keys as their raw key data)."""
+    """A pytree's leaves as numpy arrays named ``prefix0, prefix1, …`` in flattening order (typed PRNG keys
+    as their raw key data), ready for :func:`save_checkpoint`. Example in the module docstring."""
     leaves = jax.tree_util.tree_leaves(tree)
     return {f"{prefix}{i}": np.asarray(jax.random.key_data(x) if _is_key(x) else x) for i, x in enumerate(leaves)}
 
 
 def arrays_to_tree(prefix: str, arrays, template):
-    """Rebuild a pytree shaped like ``template`` from saved leaves, checking every shape and dtype."""
+    """The pytree shaped like ``template`` rebuilt from the ``prefix``-named arrays of :func:`leaves_to_arrays`
+    (PRNG keys rewrapped with the template's implementation). Raises ValueError when the number of arrays,
+    or a shape or dtype, differs from the template's (a checkpoint of another model or optimizer)."""
     leaves, treedef = jax.tree_util.tree_flatten(template)
     names = sorted((k for k in arrays if k.startswith(prefix)), key=lambda k: int(k[len(prefix):]))
     if len(names) != len(leaves):
@@ -56,8 +70,9 @@ def arrays_to_tree(prefix: str, arrays, template):
 
 
 def save_checkpoint(directory: str, epoch: int, arrays: dict, meta: dict) -> None:
-    """Arrays first, then the JSON that names them (atomic renames): a crash at any point leaves the
-    previous checkpoint intact and readable."""
+    """Write ``arrays`` (name → numpy array) as ``checkpoint-{epoch}.npz`` in ``directory`` and ``meta`` (JSON
+    data) as ``latest.json``, then delete older checkpoints. Arrays first, then the JSON that names them
+    (atomic renames): a crash at any point leaves the previous checkpoint intact and readable."""
     os.makedirs(directory, exist_ok=True)
     name = f"checkpoint-{epoch:05d}.npz"
     tmp = os.path.join(directory, name + ".tmp")
@@ -74,6 +89,8 @@ def save_checkpoint(directory: str, epoch: int, arrays: dict, meta: dict) -> Non
 
 
 def load_checkpoint(directory: str):
+    """``(meta, arrays)`` of the latest checkpoint in ``directory`` (see :func:`save_checkpoint`), or None
+    when it holds none."""
     path = os.path.join(directory, _META)
     if not os.path.isfile(path):
         return None
@@ -84,7 +101,8 @@ def load_checkpoint(directory: str):
 
 
 def run_fingerprint(config: DPSGDConfig, data) -> str:
-    """Identity of a run: the configuration and the training data (a checkpoint resumes only its own run)."""
+    """Identity of a run, a SHA-256 hex digest of the configuration (:class:`DPSGDConfig`) and the training
+    arrays of ``data`` (``x_train``, ``y_train``): a checkpoint resumes only its own run."""
     h = hashlib.sha256(json.dumps(config.to_json(), sort_keys=True).encode())
     for a in (data.x_train, data.y_train):
         h.update(np.ascontiguousarray(a).tobytes())
