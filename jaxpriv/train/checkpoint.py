@@ -73,6 +73,10 @@ def save_checkpoint(directory: str, epoch: int, arrays: dict, meta: dict) -> Non
     """Write ``arrays`` (name → numpy array) as ``checkpoint-{epoch}.npz`` in ``directory`` and ``meta`` (JSON
     data) as ``latest.json``, then delete older checkpoints. Arrays first, then the JSON that names them
     (atomic renames): a crash at any point leaves the previous checkpoint intact and readable."""
+    if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
+        raise ValueError(f"epoch must be an integer in [0, inf), got {epoch!r}")
+    if not isinstance(arrays, dict) or not isinstance(meta, dict):
+        raise ValueError(f"arrays and meta must be dicts, got {type(arrays).__name__} and {type(meta).__name__}")
     os.makedirs(directory, exist_ok=True)
     name = f"checkpoint-{epoch:05d}.npz"
     tmp = os.path.join(directory, name + ".tmp")
@@ -103,6 +107,10 @@ def load_checkpoint(directory: str):
 def run_fingerprint(config: DPSGDConfig, data) -> str:
     """Identity of a run, a SHA-256 hex digest of the configuration (:class:`DPSGDConfig`) and the training
     arrays of ``data`` (``x_train``, ``y_train``): a checkpoint resumes only its own run."""
+    if not isinstance(config, DPSGDConfig):
+        raise ValueError(f"config must be a DPSGDConfig, got {type(config).__name__}")
+    if not all(hasattr(data, k) for k in ("x_train", "y_train")):
+        raise ValueError(f"data must be a Dataset (x_train, y_train), got {type(data).__name__}")
     h = hashlib.sha256(json.dumps(config.to_json(), sort_keys=True).encode())
     for a in (data.x_train, data.y_train):
         h.update(np.ascontiguousarray(a).tobytes())
