@@ -58,6 +58,28 @@ def batch_sharding() -> NamedSharding:
     return NamedSharding(Mesh(devices, ("batch",)), PartitionSpec("batch"))
 
 
+def to_devices(tree, sharding: NamedSharding):
+    """Place numpy arrays (identical in every process) on ``sharding``. In a multi-process run (see
+    :mod:`jaxpriv.distributed`) each process supplies only its own devices' shards of the global array."""
+    if jax.process_count() == 1:
+        return jax.device_put(tree, sharding)
+
+    def place(x):
+        x = np.asarray(x)
+        return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
+
+    return jax.tree_util.tree_map(place, tree)
+
+
+def to_host(x) -> np.ndarray:
+    """A JAX array as numpy; one spread over several processes' devices is gathered in every process."""
+    if getattr(x, "is_fully_addressable", True) or x.is_fully_replicated:
+        return np.asarray(x)
+    from jax.experimental import multihost_utils
+
+    return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+
+
 def map_chunked(
     kernel: Callable[..., tuple],
     inputs: Sequence[np.ndarray],
@@ -100,11 +122,11 @@ def map_chunked(
             else np.concatenate([x[start:stop], np.repeat(x[stop - 1 : stop], chunk - (stop - start))])
             for x in inputs
         ]
-        result = kernel(*(jax.device_put(x, sharding) for x in padded))
+        result = [to_host(r) for r in kernel(*to_devices(padded, sharding))]
         if outputs is None:
-            outputs = [np.empty((n,) + np.shape(r)[1:], dtype=np.asarray(r).dtype) for r in result]
+            outputs = [np.empty((n,) + r.shape[1:], dtype=r.dtype) for r in result]
         for out, r in zip(outputs, result):
-            out[start:stop] = np.asarray(r)[: stop - start]
+            out[start:stop] = r[: stop - start]
 
     if show:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn

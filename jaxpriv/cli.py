@@ -969,6 +969,14 @@ def _add_train_parser(subparsers) -> None:
     p.add_argument("--json", metavar="FILE", help="write the run's summary (test_accuracy, epsilon, history) as JSON")
     p.add_argument("--plot", metavar="FILE", help="learning curve: test accuracy and ε per epoch")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    multi = p.add_argument_group(
+        "multi-process (multi-host) data parallelism",
+        "run the same command in every process; each batch is sharded over every process's devices and "
+        "process 0 writes the outputs (jaxpriv.distributed)")
+    multi.add_argument("--coordinator", metavar="HOST:PORT",
+                       help="process 0's address (or set JAX_COORDINATOR_ADDRESS)")
+    multi.add_argument("--num-processes", type=int, metavar="N", help="number of processes (or JAX_NUM_PROCESSES)")
+    multi.add_argument("--process-id", type=int, metavar="I", help="this process, 0…N−1 (or JAX_PROCESS_ID)")
     _defaults(p, cmd_train, dirs=("checkpoint",), files=("json", "plot"), check=_check_train)
 
 
@@ -1003,6 +1011,11 @@ def _check_train(args) -> None:
     )
     check_config(config, d.n_train)
     args.data, args.config = d, config
+    args.processes = None
+    if args.coordinator or args.num_processes is not None or os.environ.get("JAX_COORDINATOR_ADDRESS"):
+        from . import distributed
+
+        args.processes = distributed.resolve(args.coordinator, args.num_processes, args.process_id)
 
 
 def _noise_line(mechanism: str, mode: str, group: dict, epsilon: float | None) -> str:
@@ -1022,8 +1035,15 @@ def cmd_train(args) -> int:
     from flax import nnx
     from rich.markup import escape
 
+    if args.processes is not None:  # before the first JAX call
+        from . import distributed
+
+        distributed.initialize(*args.processes)
+    import jax
+
     from .train import dpsgd
 
+    leader = jax.process_index() == 0  # the one process that reports and writes
     d, config, budgets = args.data, args.config, args.config.budgets
     rngs = nnx.Rngs(args.seed)
     features = int(np.prod(d.feature_shape))
@@ -1032,7 +1052,10 @@ def cmd_train(args) -> int:
     else:
         model = dpsgd.MLP(features, (args.hidden,), d.num_classes, rngs=rngs)
     optimizer = optax.sgd(args.lr, momentum=args.momentum or None)
-    result = dpsgd.train(model, optimizer, d, config, progress=not args.quiet, checkpoint_dir=args.checkpoint)
+    result = dpsgd.train(model, optimizer, d, config, progress=leader and not args.quiet,
+                         checkpoint_dir=args.checkpoint)
+    if not leader:
+        return 0
 
     summary = {
         "dataset": args.dataset, "model": args.model, **result.to_json(),

@@ -54,6 +54,14 @@ CASES = {
     "train budgets with laplace": ([*TRAIN[:1], "--budgets", "levels:1@0.5,2@0.5", "--mechanism", "laplace"],
                                    "are Gaussian-only"),
     "train epochs": ([*TRAIN[:3], "--epochs", "0"], "epochs must lie in [1, inf), got 0"),
+    "train coordinator": ([*TRAIN, "--coordinator", "localhost", "--num-processes", "2", "--process-id", "0"],
+                          "coordinator_address must be 'host:port'"),
+    "train process id": ([*TRAIN, "--coordinator", "127.0.0.1:1234", "--num-processes", "2", "--process-id", "2"],
+                         "process_id must be an integer in [0, 1], got 2"),
+    "train num processes": ([*TRAIN, "--coordinator", "127.0.0.1:1234", "--num-processes", "two"],
+                            "invalid int value: 'two'"),
+    "train process id missing": ([*TRAIN, "--coordinator", "127.0.0.1:1234", "--num-processes", "2"],
+                                 "process_id is required: pass it or set JAX_PROCESS_ID"),
 }
 
 @pytest.fixture(scope="module")

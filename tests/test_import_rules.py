@@ -34,7 +34,7 @@ SOURCE = pathlib.Path(__file__).resolve().parents[1] / PACKAGE
 LAYERS = [
     # numerics, validation, batching, lazy loading, the MATH reference, and the two no-JAX specifications
     ("infrastructure", ["jaxpriv._checks", "jaxpriv._numerics", "jaxpriv._batching", "jaxpriv._lazy",
-                        "jaxpriv._reference", "jaxpriv.schedule", "jaxpriv.budgets"]),
+                        "jaxpriv._reference", "jaxpriv.schedule", "jaxpriv.budgets", "jaxpriv.distributed"]),
     # privacy curves (RDP, f-DP) and the event algebra the accountants interpret
     ("curves", ["jaxpriv.rdp", "jaxpriv.events", "jaxpriv.fdp"]),
     # the noise mechanisms (samplers, densities, their own curves), shared by every caller

@@ -51,7 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import events as ev
-from .._batching import batch_sharding, static_size
+from .._batching import batch_sharding, static_size, to_devices, to_host
 from ..mechanisms import staircase
 from . import client_sampled, pairs, shuffled
 
@@ -666,7 +666,7 @@ def _groups(step_events, counts, plan, eta, value, direction, query, lower, chun
                     *(plan[k][take] for k in ("h", "w_start", "lam_up", "lam_dn")), eta[take], value[take],
                     plan["reach"][take])
             if jax.device_count() > 1 and take.size % jax.device_count() == 0:  # settings sharded over devices
-                args = jax.device_put(args, batch_sharding())
+                args = to_devices(args, batch_sharding())
             return _evaluate(*args, direction=direction, N=N, sizes=sizes, query=query, lower=lower)
 
         # bounded memory: about 2^22 grid nodes in flight per chunk (≈ 0.5 GB of intermediates); a step
@@ -719,7 +719,7 @@ def _map_host(kernel, idx: np.ndarray, chunk: int, progress):
         bar, task = status_bar("PLD accounting", n)
     for s in range(0, n, chunk):
         take = idx[np.minimum(np.arange(s, s + chunk), n - 1)]
-        results = [np.asarray(r) for r in kernel(take)]
+        results = [to_host(r) for r in kernel(take)]
         if outs is None:
             outs = [np.empty((n,) + r.shape[1:], r.dtype) for r in results]
         m = min(chunk, n - s)

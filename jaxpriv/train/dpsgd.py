@@ -131,7 +131,8 @@ def make_step(graphdef, rest, tx, loss_fn, microbatch_size: int | None, clip: fl
     norms are gathered from ``record_clip`` and ONE clipped sum runs with per-example norms — every
     record clipped to its own C_g, per-record sensitivity C_g.
 
-    Data parallel over every local device when there are several: the padded batch is sharded along its
+    Data parallel over every device when there are several (every process's, after
+    :func:`jaxpriv.distributed.initialize`): the padded batch is sharded along its
     examples (each device clips its own examples), the clipped sums are added by one all-reduce, and the
     noise and the optimizer run replicated from the same key — the same computation as on one device (the
     compiler partitions it; only the order of the final sum differs), so the privacy analysis is unchanged.
@@ -173,7 +174,8 @@ def train(
     (:func:`jaxpriv.train.noise.gaussian_noise`) — or, with ``mechanism="laplace"``, clip in L1 norm and
     add Lap(b·C) per coordinate (:func:`jaxpriv.train.noise.laplace_noise`) — divide by the expected batch
     size Σ_i q_i, and apply ``optimizer``. See the module docstring for the privacy configurations and the stopping rule.
-    With several local devices the step runs data parallel, its batch sharded over them (:func:`make_step`).
+    With several devices the step runs data parallel, its batch sharded over them (:func:`make_step`); after
+    :func:`jaxpriv.distributed.initialize` that is every process's devices (only process 0 writes checkpoints).
 
     Args:
       model: a Flax NNX classifier mapping a batch of inputs to logits (or, with ``config.loss == "mse"``,
@@ -306,7 +308,7 @@ def train(
                 quality = f"test MSE {loss:.4g}" if config.loss == "mse" else f"accuracy {accuracy:.3f}"
                 bar.update(task, description=f"epoch {epoch + 1}/{config.epochs}",
                            status=f"{quality}  ε {record.epsilon:.3f}")
-            if checkpoint_dir:
+            if checkpoint_dir and jax.process_index() == 0:  # one writer in a multi-process run
                 meta = {"fingerprint": fingerprint, "epoch": epoch + 1, "steps": accountant.steps,
                         "plan": plan.scalars(), "history": [dataclasses.asdict(r) for r in history],
                         "config": config.to_json()}
