@@ -960,7 +960,8 @@ def _add_train_parser(subparsers) -> None:
     _add_number(p, "clip", default=1.0)
     _add_number(p, "lr", default=0.1)
     _add_number(p, "momentum", default=0.9)
-    p.add_argument("--model", choices=("mlp", "cnn"), default="mlp", help="classifier (default: %(default)s)")
+    p.add_argument("--model", choices=("mlp", "cnn", "transformer"), default="mlp",
+                   help="classifier; 'transformer' reads an image's rows as tokens (default: %(default)s)")
     _add_number(p, "hidden", default=64)
     _add_number(p, "seed", default=0)
     _add_number(p, "split_seed", default=0)
@@ -999,8 +1000,8 @@ def _check_train(args) -> None:
         raise ValueError("train needs --epsilon (a target), --budgets (per-record targets) or --noise-multiplier")
     d = datasets.load(args.dataset, test_fraction=args.test_fraction, seed=args.split_seed)
     features = int(np.prod(d.feature_shape))
-    if args.model == "cnn" and round(math.sqrt(features)) ** 2 != features:
-        raise ValueError(f"model 'cnn' needs square images; dataset {args.dataset} has {features} features")
+    if args.model in ("cnn", "transformer") and round(math.sqrt(features)) ** 2 != features:
+        raise ValueError(f"model '{args.model}' needs square images; dataset {args.dataset} has {features} features")
     budgets = None
     if args.budgets is not None:
         budgets = _record_budgets(args.budgets, d.n_train, args.seed, args.epsilon)
@@ -1047,8 +1048,13 @@ def cmd_train(args) -> int:
     d, config, budgets = args.data, args.config, args.config.budgets
     rngs = nnx.Rngs(args.seed)
     features = int(np.prod(d.feature_shape))
+    side = round(math.sqrt(features))
     if args.model == "cnn":
-        model = dpsgd.CNN(round(math.sqrt(features)), 1, d.num_classes, rngs=rngs)
+        model = dpsgd.CNN(side, 1, d.num_classes, rngs=rngs)
+    elif args.model == "transformer":  # the image's rows are the tokens
+        from .train.models import Transformer
+
+        model = Transformer(side, side, d.num_classes, rngs=rngs)
     else:
         model = dpsgd.MLP(features, (args.hidden,), d.num_classes, rngs=rngs)
     optimizer = optax.sgd(args.lr, momentum=args.momentum or None)

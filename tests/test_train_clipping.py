@@ -4,7 +4,9 @@ Oracle: a Python loop over examples (one jitted ``jax.grad`` per example: no vma
 clipping and summing in float64 numpy. The vmap and ghost paths must both match it (1e-5 relative in
 float32, 1e-10 in float64) on a model with every ghost route (Conv, Embed, Linear with one position,
 the Gram trick and the materialised per-example gradient), on convolutions with every nnx padding mode,
-and on a mixed model (LayerNorm by vmap inside the ghost pass, a layer called twice, dropout keys);
+on a mixed model (LayerNorm by vmap inside the ghost pass, a layer called twice, dropout keys), on
+sequences (attention's LinearGeneral projections, RMSNorm, LayerNorm, position embeddings) and on the tiny
+Transformer;
 with masks, non-finite examples, per-layer norms, microbatches; plus the ghost path's guards (weight
 tying, parameter penalties, shared kernels, BatchNorm), the rule by which "auto" falls back to vmap (and
 logs why) where "ghost" raises, and one ValueError per bad argument.
@@ -112,6 +114,48 @@ class Mixed(nnx.Module):
         h = self.norm(jnp.tanh(self.inp(x)))
         h = jnp.tanh(self.shared(jnp.tanh(self.shared(h))))
         return self.out(self.drop(h, rngs=key, deterministic=key is None))
+
+
+class Sequence(nnx.Module):
+    """Transformer pieces on token sequences: attention (LinearGeneral query/key/value over the last axis,
+    out over the last two), LinearGeneral to a 2-axis output, RMSNorm and LayerNorm (per-example gradients
+    in the ghost pass), a position Embed called on an unbatched index, and two LinearGenerals ghost norms
+    do not cover (a positive axis, a batch axis), left to vmap."""
+
+    def __init__(self, rngs):
+        self.embed = nnx.Embed(9, 8, rngs=rngs)
+        self.position = nnx.Embed(6, 8, rngs=rngs)
+        self.rms = nnx.RMSNorm(8, rngs=rngs)
+        self.attention = nnx.MultiHeadAttention(2, 8, decode=False, rngs=rngs)
+        self.norm = nnx.LayerNorm(8, rngs=rngs)
+        self.split = nnx.LinearGeneral(8, (2, 3), rngs=rngs)
+        self.positive = nnx.LinearGeneral(3, 4, axis=2, rngs=rngs)
+        self.head = nnx.Linear(4, 3, rngs=rngs)
+
+    def __call__(self, tokens, key=None):
+        h = self.embed(tokens) + self.position(jnp.arange(tokens.shape[1]))
+        h = h + self.attention(self.rms(h))
+        h = jnp.tanh(self.split(self.norm(h)))  # (B, T, 2, 3)
+        return self.head(jnp.tanh(self.positive(h.mean(1))).mean(1))
+
+
+class Scaled(nnx.Module):
+    """A user-defined layer (a learned temperature): no ghost norm, so "auto" clips by vmap."""
+
+    def __init__(self, rngs):
+        self.body = nnx.Linear(5, 3, rngs=rngs)
+        self.temperature = Temperature()
+
+    def __call__(self, x, key=None):
+        return self.temperature(self.body(x))
+
+
+class Temperature(nnx.Module):
+    def __init__(self):
+        self.value = nnx.Param(jnp.ones(()))
+
+    def __call__(self, x):
+        return x * self.value[...]
 
 
 class MLP(nnx.Module):
@@ -439,14 +483,45 @@ def auto_logs(caplog, model, x, y, clip, loss_fn) -> tuple[ClippedGradient, str]
 
 
 def test_auto_with_a_layer_without_ghost_norm_uses_vmap_and_logs_it(caplog):
-    model = Mixed(nnx.Rngs(0))  # LayerNorm: "ghost" mixes it into the ghost pass, "auto" goes all vmap
+    model = Scaled(nnx.Rngs(0))
     x, y = vector_data(5)
     want, norms = reference(per_example_grads(model, x, y), 0.4)
     out, log = auto_logs(caplog, model, x, y, 0.4, xent)
-    assert FALLBACK_LOG in log and "layer 'norm' (LayerNorm) has no ghost norm" in log
+    assert FALLBACK_LOG in log and "layer 'temperature' (Temperature) has no ghost norm" in log
     assert_matches(out, want, norms, F32_TOL)
-    _, log = auto_logs(caplog, MLP(nnx.Rngs(0)), x, y, 0.4, xent)  # every layer covered: ghost, nothing logged
-    assert log == ""
+    for covered in (MLP(nnx.Rngs(0)), Mixed(nnx.Rngs(0))):  # ghost norms, and a LayerNorm: ghost, nothing logged
+        _, log = auto_logs(caplog, covered, x, y, 0.4, xent)
+        assert log == ""
+
+
+def test_sequences_attention_and_norm_layers_match_loop():
+    model = Sequence(nnx.Rngs(0))
+    assert ghost_names(model) == {"embed", "position", "attention/query", "attention/key", "attention/value",
+                                  "attention/out", "split", "head"}  # not "positive" (axis=2): vmap
+    tokens = jax.random.randint(jax.random.key(3), (5, 6), 0, 9)
+    y = jnp.array([0, 1, 2, 1, 0])
+    mask = np.array([True, True, False, True, True])
+    want, norms = reference(per_example_grads(model, tokens, y), 0.3, mask)
+    for method in ("ghost", "vmap"):
+        assert_matches(clipped(model, tokens, y, 0.3, mask=mask, method=method), want, norms, F32_TOL)
+    per_layer = {name: 0.2 for name in layer_names(model)}
+    want, _ = reference(per_example_grads(model, tokens, y), per_layer)
+    assert_close(flat(clipped(model, tokens, y, per_layer, method="ghost", per_layer=True).grads), want, F32_TOL)
+
+
+def test_transformer_is_clipped_by_ghost_norms_and_matches_loop(caplog):
+    from jaxpriv.train.models import Transformer, cross_entropy_loss
+
+    model = Transformer(4, 5, 3, width=8, heads=2, depth=1, rngs=nnx.Rngs(0))
+    names = set(layer_names(model))
+    norms_layers = {"blocks/0/attention_norm", "blocks/0/mlp_norm", "norm"}
+    assert ghost_names(model) == names - norms_layers  # every other layer has a ghost norm
+    x, y = jax.random.normal(jax.random.key(4), (5, 20)), jnp.array([0, 1, 2, 1, 0])
+    loss_fn = cross_entropy_loss  # the trainer's loss (the model takes no key)
+    want, norms = reference(per_example_grads(model, x, y, loss_fn=loss_fn), 0.5)
+    out, log = auto_logs(caplog, model, x, y, 0.5, loss_fn)
+    assert log == ""  # "auto" takes the ghost pass
+    assert_matches(out, want, norms, F32_TOL)
 
 
 @pytest.mark.parametrize("loss_fn,why", [

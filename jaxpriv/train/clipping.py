@@ -10,7 +10,8 @@ Two ways to get the per-example norms, numerically equal (tested to 1e-5 in floa
 * ``"vmap"`` — per-example gradients of any model: ``jax.vmap(jax.grad(...))`` over batches of one
   example (``nnx.split``/``nnx.merge`` give the functional form), then clip and sum. Memory B·|θ|.
 * ``"ghost"`` — ghost / book-keeping clipping (Goodfellow 2015; Li et al. 2022, §4; Bu et al. 2023,
-  "book-keeping") for ``nnx.Linear``, ``nnx.Conv`` and ``nnx.Embed``. One batched backward pass returns
+  "book-keeping") for ``nnx.Linear``, ``nnx.LinearGeneral`` over trailing axes (attention projections),
+  ``nnx.Conv`` and ``nnx.Embed``, on single vectors or sequences. One batched backward pass returns
   every layer's input a_i and output gradient g_i = ∂ℓ_i/∂z_i (by adding a zero *probe* to the layer's
   output and differentiating with respect to it). A layer's weight gradient for example i is
   Σ_t a_{i,t} g_{i,t}ᵀ, so its squared norm is ‖a_i‖²‖g_i‖² for one position, and
@@ -18,7 +19,9 @@ Two ways to get the per-example norms, numerically equal (tested to 1e-5 in floa
   (sequence positions, or convolution patches), whichever is cheaper for the shapes (T(d+p) vs dp).
   The clipped sum is then one weight-gradient product per layer with the clipping factors folded into
   the output gradients, Σ_i c_i a_iᵀ g_i (book-keeping: no second backward pass). Parameters of other
-  layers (LayerNorm, user-defined) get per-example gradients by vmap in the same pass.
+  layers get per-example gradients by vmap in the same pass: for ``nnx.LayerNorm`` and ``nnx.RMSNorm``
+  (scale, bias: O(features) numbers per example, one activation row's worth) that is their norm's cheapest
+  form, so a transformer is clipped without per-example gradients of its large layers.
 
 Per-example clip norms (flat clipping): ``clip_norm`` may be a ``(B,)`` array, example i being clipped to
 C_i (IDP-SGD's "scale" personalisation runs one pass with each record's own norm instead of one pass per
@@ -242,6 +245,16 @@ class _GhostLinear(_GhostLayer):
     pass
 
 
+class _GhostLinearGeneral(_GhostLayer):
+    """LinearGeneral contracting the trailing axes (attention's query/key/value/out projections): a linear
+    layer from the flattened contracted axes to the flattened output features."""
+
+    def rows(self, a, g):
+        d = math.prod(self.module.in_features)
+        p = math.prod(self.module.out_features)
+        return a.reshape(-1, d), g.reshape(-1, p)
+
+
 class _GhostConv(_GhostLayer):
     """Convolution as a linear layer over patches: a_t is the receptive field at output position t."""
 
@@ -319,6 +332,10 @@ def _ghost_kind(module):
         return _GhostConv
     if kind is nnx.Embed and module.embedding.ndim == 2:
         return _GhostEmbed
+    if (kind is nnx.LinearGeneral and module.dot_general is None and module.dot_general_cls is None
+            and not module.batch_axis and tuple(module.axis) == tuple(range(-len(module.axis), 0))
+            and module.kernel.ndim == len(module.in_features) + len(module.out_features)):
+        return _GhostLinearGeneral
     return None
 
 
@@ -653,21 +670,28 @@ def _add_batch(tree):
     return jax.tree.map(lambda v: v[None], tree)
 
 
+# Normalisation layers hold O(features) parameters: their per-example gradients, taken in the ghost pass
+# itself, cost what one activation row does, so they never force per-example gradients of the big layers.
+_PER_EXAMPLE_LAYERS = (nnx.LayerNorm, nnx.RMSNorm)
+
+
 def _with_ghost_layers(plan: _ClipPlan, model, method: str, batch: _Batch) -> _ClipPlan:
     """The plan with its ghost layers, by a rule decided before the clipped pass runs:
 
-    1. only unshared Linear/Conv/Embed layers have ghost norms (_ghost_layers); "ghost" clips the other
-       layers by vmap in the same pass, "auto" goes all vmap unless ghost covers every layer (logged);
+    1. only unshared Linear/LinearGeneral/Conv/Embed layers have ghost norms (_ghost_layers); "ghost" clips
+       the other layers by per-example gradients in the same pass, "auto" too when they are normalisation
+       layers (_PER_EXAMPLE_LAYERS), else it goes all vmap (logged);
     2. an abstract trace of loss_fn must meet the ghost parameters only inside their layer's own call
        (no weight tying, penalty, JAX or nnx transform around the layer), else "ghost" raises a
        ValueError naming the layer or parameter and "auto" logs it and goes all vmap.
     """
     layers = _ghost_layers(model, plan.params)
-    uncovered = [name for name in plan.groups if name not in layers]
+    kind = {_name(path): type(module) for path, module in nnx.iter_modules(model)}
+    uncovered = [name for name in plan.groups if name not in layers and kind.get(name) not in _PER_EXAMPLE_LAYERS]
     if method == "auto" and uncovered:
-        kind = {_name(path): type(module).__name__ for path, module in nnx.iter_modules(model)}
         _log.info("clipped_grad_sum: method='auto' uses vmap: layer '%s' (%s) has no ghost norm (only unshared "
-                  "nnx.Linear, nnx.Conv and nnx.Embed do)", uncovered[0], kind.get(uncovered[0], "not a module"))
+                  "nnx.Linear, nnx.LinearGeneral, nnx.Conv and nnx.Embed do; normalisation layers join them)",
+                  uncovered[0], getattr(kind.get(uncovered[0]), "__name__", "not a module"))
         return plan
 
     def forward(params, x, y, k):  # the outputs of every call of every ghost layer, for one example

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
-__all__ = ["cross_entropy_loss", "mse_loss", "squared_errors", "MLP", "CNN"]
+__all__ = ["cross_entropy_loss", "mse_loss", "squared_errors", "MLP", "CNN", "Transformer", "TransformerBlock"]
 
 
 def cross_entropy_loss(model, inputs, labels, key=None):
@@ -110,3 +110,52 @@ class CNN(nnx.Module):
         x = nnx.avg_pool(jnp.tanh(self.conv1(x)), window_shape=(2, 2), strides=(2, 2))
         x = nnx.avg_pool(jnp.tanh(self.conv2(x)), window_shape=(2, 2), strides=(2, 2))
         return self.head(x.reshape(x.shape[0], -1))
+
+
+class TransformerBlock(nnx.Module):
+    """Pre-norm encoder block: x + attention(LayerNorm(x)), then x + MLP(LayerNorm(x)) (GELU, 2× width)."""
+
+    def __init__(self, width: int, heads: int, *, rngs: nnx.Rngs):
+        self.attention_norm = nnx.LayerNorm(width, rngs=rngs)
+        self.attention = nnx.MultiHeadAttention(heads, width, decode=False, rngs=rngs)
+        self.mlp_norm = nnx.LayerNorm(width, rngs=rngs)
+        self.mlp_in = nnx.Linear(width, 2 * width, rngs=rngs)
+        self.mlp_out = nnx.Linear(2 * width, width, rngs=rngs)
+
+    def __call__(self, x):
+        x = x + self.attention(self.attention_norm(x))
+        return x + self.mlp_out(nnx.gelu(self.mlp_in(self.mlp_norm(x))))
+
+
+class Transformer(nnx.Module):
+    """A small transformer encoder classifier over a sequence of ``length`` tokens, each a vector of
+    ``features`` numbers (e.g. digits' 8×8 image as 8 row tokens of 8 pixels): a linear token embedding
+    plus a learned position embedding, ``depth`` pre-norm blocks (:class:`TransformerBlock`), a final
+    LayerNorm, mean pooling over the sequence and a linear head. Flat inputs are reshaped to
+    (length, features). Every layer has a ghost norm (attention projections, Linear, Embed) or is a
+    LayerNorm, so DP-SGD clips it without per-example gradients of its large layers
+    (:mod:`jaxpriv.train.clipping`).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from flax import nnx
+      >>> from jaxpriv.train.models import Transformer
+      >>> Transformer(8, 8, 10, rngs=nnx.Rngs(0))(jnp.ones((2, 64))).shape
+      (2, 10)
+    """
+
+    def __init__(self, length: int, features: int, num_classes: int = 10, *, width: int = 32, heads: int = 4,
+                 depth: int = 2, rngs: nnx.Rngs):
+        self.length, self.features = length, features
+        self.embed = nnx.Linear(features, width, rngs=rngs)
+        self.position = nnx.Embed(length, width, rngs=rngs)
+        self.blocks = nnx.List([TransformerBlock(width, heads, rngs=rngs) for _ in range(depth)])
+        self.norm = nnx.LayerNorm(width, rngs=rngs)
+        self.head = nnx.Linear(width, num_classes, rngs=rngs)
+
+    def __call__(self, x):
+        x = x.reshape(x.shape[0], self.length, self.features)
+        h = self.embed(x) + self.position(jnp.arange(self.length))
+        for block in self.blocks:
+            h = block(h)
+        return self.head(self.norm(h).mean(axis=1))
