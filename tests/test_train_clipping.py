@@ -687,7 +687,10 @@ def test_per_example_clip_norms_match_loop(method, microbatch_size):
     out = clipped(model, x, y, jnp.asarray(clips, jnp.float32), mask=mask, method=method,
                   microbatch_size=microbatch_size)
     assert_close(flat(out.grads), reference_per_example(grads, clips, mask), F32_TOL)
-    np.testing.assert_allclose(np.asarray(out.norms), norms, rtol=F32_TOL)
+    # a chunk after the last masked-in example is skipped (microbatches of 3: rows 6-8), its norms NaN
+    computed = np.arange(7) < (6 if microbatch_size == 3 else 7)
+    np.testing.assert_allclose(np.asarray(out.norms)[computed], norms[computed], rtol=F32_TOL)
+    assert np.all(np.isnan(np.asarray(out.norms)[~computed]))
     # the sensitivity is the largest clip norm among the examples present (example 6's is masked out)
     assert float(out.sensitivity) == pytest.approx(float(np.max(clips[mask])), rel=1e-6)
 

@@ -86,7 +86,8 @@ class ClippedGradient(NamedTuple):
         the norms are concrete (and not per-example), else a JAX scalar.
       loss: mean per-example loss over the masked-in examples (0 when none is).
       norms: ``(B,)`` per-example norms (L2, or L1 with ``norm="l1"``) of the whole gradient before
-        clipping.
+        clipping (NaN for examples not computed: non-finite ones, and the masked-out microbatches skipped
+        after the last masked-in example).
     """
 
     grads: Any
@@ -712,7 +713,9 @@ def _with_ghost_layers(plan: _ClipPlan, model, method: str, batch: _Batch) -> _C
 
 
 def _run(plan: _ClipPlan, batch: _Batch, microbatch_size):
-    """All microbatches of ``microbatch_size`` examples (one ``lax.scan``), summed."""
+    """All microbatches of ``microbatch_size`` examples, summed: a loop that stops after the last chunk holding
+    a masked-in example, so a Poisson batch padded to its bucket (masked-in rows first) costs its realised
+    size rounded up to a chunk, not the bucket. Rows of the chunks skipped (all masked out) get NaN norms."""
     n = batch.mask.shape[0]
     size = n if microbatch_size is None else min(microbatch_size, n)
     chunks = -(-n // size)
@@ -722,18 +725,23 @@ def _run(plan: _ClipPlan, batch: _Batch, microbatch_size):
         batch = batch._replace(mask=batch.mask & (index < n))
     if chunks == 1:
         grads, norms, loss_sum = _pass(plan, batch)
-    else:
-        chunked = jax.tree.map(lambda v: v.reshape((chunks, size) + v.shape[1:]), batch)
+        return grads, norms[:n], loss_sum
+    chunked = jax.tree.map(lambda v: v.reshape((chunks, size) + v.shape[1:]), batch)
+    last = jnp.max(jnp.where(batch.mask, jnp.arange(chunks * size), -1))  # −1: nothing masked in
+    active = (last + size) // size
 
-        def body(carry, chunk):
-            grads, norms, loss_sum = _pass(plan, chunk)
-            return jax.tree.map(jnp.add, carry, (grads, loss_sum)), norms
+    def body(c, carry):
+        grads, loss_sum, norms = carry
+        chunk = jax.tree.map(lambda v: jax.lax.dynamic_index_in_dim(v, c, keepdims=False), chunked)
+        g, chunk_norms, chunk_loss = _pass(plan, chunk)
+        return (jax.tree.map(jnp.add, grads, g), loss_sum + chunk_loss,
+                jax.lax.dynamic_update_index_in_dim(norms, chunk_norms.astype(norms.dtype), c, 0))
 
-        zero = jax.eval_shape(lambda c: _pass(plan, jax.tree.map(lambda v: v[0], c)), chunked)
-        init = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), (zero[0], zero[2]))
-        (grads, loss_sum), norms = jax.lax.scan(body, init, chunked)
-        norms = norms.reshape(-1)
-    return grads, norms[:n], loss_sum
+    shapes = jax.eval_shape(lambda c: _pass(plan, jax.tree.map(lambda v: v[0], c)), chunked)
+    init = (jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes[0]), jnp.zeros(shapes[2].shape, shapes[2].dtype),
+            jnp.full((chunks,) + shapes[1].shape, jnp.nan, shapes[1].dtype))
+    grads, loss_sum, norms = jax.lax.fori_loop(0, active, body, init)
+    return grads, norms.reshape(-1)[:n], loss_sum
 
 
 def split_clipped_grad_sum(loss_fn: Callable, graphdef, params, rest, inputs, labels, *, clip_norm, mask=None,
@@ -816,8 +824,10 @@ def clipped_grad_sum(loss_fn: Callable, model, inputs, labels, *, clip_norm, mas
       mask: ``(B,)`` bool; False rows (padding of a Poisson batch) contribute exactly zero.
       key: one PRNG key or None; example i gets ``jax.random.fold_in(key, i)``.
       per_layer: clip each layer separately.
-      microbatch_size: process the batch in chunks of this many examples (``lax.scan``) to bound
-        memory; a last partial chunk is padded with masked-out examples.
+      microbatch_size: process the batch in chunks of this many examples (one loop) to bound memory; a
+        last partial chunk is padded with masked-out examples, and the loop stops after the last chunk
+        holding a masked-in example (a padded Poisson batch costs its realised size; the skipped rows'
+        ``norms`` are NaN).
       method: ``"vmap"`` (any model), ``"ghost"`` (Linear/Conv/Embed by ghost norms, other parameters
         by vmap; raises ``ValueError`` if a ghost parameter is used outside its layer's call, or the layer
         is called inside a JAX or nnx transform in ``loss_fn``) or ``"auto"`` (ghost when every layer with
