@@ -22,7 +22,8 @@ add Gaussian noise N(0, σ²C²), σ = 1, to the clipped sum, divided by the bat
 
 Timing: after a warm-up (compilation), each round times a block of steps of every contender in turn
 (interleaved, so a change in machine load hits all of them alike); the reported step time is the median
-over rounds. Goals (CPU, issue 15): the DP step ≤ 1.25× the non-private JAX step on the CNN (≤ 1.5× on the
+over rounds. The working memory of the DP and non-private steps at batch 1024 is read from XLA's compiled
+programs (temporary buffers). Goals (CPU, issue 15): memory ≤ 1.3× the non-private step's; the DP step ≤ 1.25× the non-private JAX step on the CNN (≤ 1.5× on the
 transformer), ≥ 1.5× Opacus's throughput and ≥ jax_privacy's. Checks (exit status 1 if one fails): jaxpriv's clipped sum (noise off) equals the vmap
 path, a Python loop over examples, jax_privacy's and Opacus's on the same weights.
 
@@ -77,6 +78,7 @@ SIGMA = 1.0
 LR = 0.1
 CLASSES = 10
 IMAGE = (28, 28, 1)
+MEMORY_BATCH = 1024
 
 
 # --------------------------------------------------------------------------------------------------
@@ -411,6 +413,18 @@ def time_contenders(contenders, rounds: int, steps: int, warmup: int) -> dict:
 
 
 
+def step_memory(graphdef, params, rest, batch: int) -> dict:
+    """XLA's temporary-buffer bytes (the compiled program's working memory beyond its inputs and outputs)
+    of the DP step (auto, vmap) and the non-private step at ``batch`` examples: measured from the compiled
+    programs, not estimated."""
+    x = jnp.zeros((batch,) + IMAGE, jnp.float32)
+    y = jnp.zeros((batch,), jnp.int32)
+    steps = {f"jaxpriv DP ({m})": jaxpriv_dp(graphdef, params, rest, m, 0) for m in ("auto", "vmap")}
+    steps["JAX non-private"] = jax_nonprivate(graphdef, params, rest)
+    return {name: int(step.lower(state, x, y).compile().memory_analysis().temp_size_in_bytes)
+            for name, (state, step) in steps.items()}
+
+
 def versions(jp_mods, op_mods) -> dict:
     v = {"jax": jax.__version__, "jaxlib": importlib.metadata.version("jaxlib"), "flax": flax.__version__,
          "optax": optax.__version__, "numpy": np.__version__, "jaxpriv": jaxpriv.__version__}
@@ -543,6 +557,16 @@ def main(argv=None) -> int:
     results["goals_met"] = met
     checks = {f"{k} ≤ 1e-4": v <= 1e-4 for k, v in agree.items()}
     results["checks"] = checks
+
+    say(f"## 3. Working memory at batch {MEMORY_BATCH} (XLA temporary buffers of the compiled step)")
+    say()
+    memory = step_memory(graphdef, params, rest, MEMORY_BATCH)
+    results["memory_bytes"] = memory
+    say(table(["step", "MiB", "/ non-private"], [[k, f"{v / 2**20:.1f}", f"{v / memory['JAX non-private']:.2f}"]
+                                                 for k, v in memory.items()]))
+    say()
+    goals["dp_memory_over_nonprivate_at_1024 (goal ≤ 1.3)"] = memory["jaxpriv DP (auto)"] / memory["JAX non-private"]
+    met["dp_memory_over_nonprivate_at_1024 (goal ≤ 1.3)"] = goals["dp_memory_over_nonprivate_at_1024 (goal ≤ 1.3)"] <= 1.3
 
     say("## Summary")
     say()

@@ -33,7 +33,7 @@ from jaxpriv import accounting, events
 from jaxpriv.train import data, dpsgd
 
 d = data.load("breast_cancer", seed=0)
-model = dpsgd.MLP(30, (16,), 2, rngs=nnx.Rngs(0))
+model = dpsgd.MLP(30, (16,), 2, rngs=nnx.Rngs(3))  # as `jaxpriv train --seed 3 --hidden 16` builds it
 config = dpsgd.DPSGDConfig(epochs=2, batch_size=64, epsilon=3.0, delta=1e-5, seed=3)
 result = dpsgd.train(model, optax.sgd(0.5), d, config, progress=False)
 params = nnx.state(model, nnx.Param)
@@ -41,6 +41,7 @@ sweep = jaxpriv.dpsgd_epsilon(q=np.geomspace(1e-3, 0.1, 8), sigma=1.1, steps=100
 step = events.PoissonSampled(np.array([0.01, 0.02, 0.05, 0.1]), events.Gaussian(1.5))
 pld = accounting.epsilon(events.SelfComposed(step, 100), 1e-5, accountant="pld")
 print(json.dumps({"process": jax.process_index(), "devices": jax.device_count(), "epsilon": result.epsilon,
+                  "accuracy": result.test_accuracy,
                   "steps": result.steps, "sweep": np.asarray(sweep).tolist(), "pld": np.asarray(pld).tolist(),
                   "sharding": str(jax.tree_util.tree_leaves(params)[0].sharding),
                   "params": np.concatenate([np.ravel(p) for p in jax.tree_util.tree_leaves(params)]).tolist()}))
@@ -99,9 +100,11 @@ def test_two_processes_answer_the_accounting_sweeps_like_one(runs):
         np.testing.assert_allclose(r["pld"], single["pld"], rtol=1e-13, atol=0)
 
 
-def test_the_command_line_trains_over_two_processes(tmp_path):
+def test_the_command_line_trains_over_two_processes(tmp_path, runs):
     address = f"127.0.0.1:{_free_port()}"
-    argv = ["train", "--dataset", "breast_cancer", "--epsilon", "3", "--epochs", "1", "--batch-size", "64", "--quiet",
+    # the run of `runs` (same model, data, seed and optimizer: its compiled programs are in the shared cache)
+    argv = ["train", "--dataset", "breast_cancer", "--epsilon", "3", "--epochs", "2", "--batch-size", "64",
+            "--hidden", "16", "--lr", "0.5", "--momentum", "0", "--seed", "3", "--quiet",
             "--coordinator", address, "--num-processes", "2"]
     procs = [subprocess.Popen([sys.executable, "-m", "jaxpriv", *argv, "--process-id", str(i),
                                "--json", str(tmp_path / f"run{i}.json")],
@@ -114,7 +117,9 @@ def test_the_command_line_trains_over_two_processes(tmp_path):
             p.kill()
     assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
     summary = json.loads((tmp_path / "run0.json").read_text())
-    assert summary["steps"] > 0 and summary["epsilon"] <= 3.0
+    library = runs[1][0]
+    assert summary["epsilon"] == library["epsilon"] and summary["steps"] == library["steps"]
+    assert summary["test_accuracy"] == library["accuracy"]
     assert not (tmp_path / "run1.json").exists() and "test accuracy" not in outs[1][0]  # process 0 alone reports
     assert "test accuracy" in outs[0][0]
 
