@@ -1,7 +1,9 @@
-"""Multi-process runs (jaxpriv.distributed): two processes on 127.0.0.1, two CPU devices each, against one
-process with one device, same seed.
+"""Data parallelism over devices and processes (jaxpriv.distributed): one process with 4 forced CPU devices,
+and two processes on 127.0.0.1 with two CPU devices each, against one process with one device, same seed
+(each run a fresh interpreter: the device count is fixed when JAX starts).
 
-Each process trains the same DP-SGD model (its batches sharded over the 4 devices of both processes) and
+The 4-device step really is partitioned: its compiled program adds the devices' clipped sums with an
+all-reduce. Each process trains the same DP-SGD model (its batches sharded over the 4 devices of both processes) and
 runs two accounting sweeps sharded the same way (``dpsgd_epsilon`` over 8 configurations, the PLD
 accountant over 4). Every process must end with the single-process model (float32 rounding: only the
 order of the clipped sum's additions differs), the same ε and the same sweep answers (to 1e-13 relative). An unreachable
@@ -37,11 +39,16 @@ model = dpsgd.MLP(30, (16,), 2, rngs=nnx.Rngs(3))  # as `jaxpriv train --seed 3 
 config = dpsgd.DPSGDConfig(epochs=2, batch_size=64, epsilon=3.0, delta=1e-5, seed=3)
 result = dpsgd.train(model, optax.sgd(0.5), d, config, progress=False)
 params = nnx.state(model, nnx.Param)
+graphdef, _, rest = nnx.split(model, nnx.Param, ...)
+step = dpsgd.make_step(graphdef, rest, optax.sgd(0.1), dpsgd.cross_entropy_loss, None, 1.0)
+x, y = np.asarray(d.x_train), np.asarray(d.y_train)
+program = step.lower(params, optax.sgd(0.1).init(params), x, y, np.ones(x.shape[0]), np.arange(64), np.ones(64, bool),
+                     jax.random.key(0)).compile().as_text()
 sweep = jaxpriv.dpsgd_epsilon(q=np.geomspace(1e-3, 0.1, 8), sigma=1.1, steps=1000, delta=1e-5)
 step = events.PoissonSampled(np.array([0.01, 0.02, 0.05, 0.1]), events.Gaussian(1.5))
 pld = accounting.epsilon(events.SelfComposed(step, 100), 1e-5, accountant="pld")
 print(json.dumps({"process": jax.process_index(), "devices": jax.device_count(), "epsilon": result.epsilon,
-                  "accuracy": result.test_accuracy,
+                  "accuracy": result.test_accuracy, "all_reduce": "all-reduce" in program,
                   "steps": result.steps, "sweep": np.asarray(sweep).tolist(), "pld": np.asarray(pld).tolist(),
                   "sharding": str(jax.tree_util.tree_leaves(params)[0].sharding),
                   "params": np.concatenate([np.ravel(p) for p in jax.tree_util.tree_leaves(params)]).tolist()}))
@@ -78,21 +85,32 @@ def runs():
     finally:
         for p in procs:
             p.kill()
-    return single, [_result(subprocess.CompletedProcess(p.args, p.returncode, *out)) for p, out in zip(procs, outs)]
+    four = _result(subprocess.run([sys.executable, "-c", _RUN], capture_output=True, text=True, env=_env(4),
+                                  timeout=600))
+    return single, [_result(subprocess.CompletedProcess(p.args, p.returncode, *out)) for p, out in zip(procs, outs)], four
+
+
+def test_four_devices_train_the_single_device_model_with_one_all_reduce(runs):
+    single, _, four = runs
+    assert four["devices"] == 4 and four["all_reduce"] and not single["all_reduce"]
+    assert four["epsilon"] == single["epsilon"] and four["steps"] == single["steps"]
+    np.testing.assert_allclose(four["params"], single["params"], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(four["sweep"], single["sweep"], rtol=1e-13, atol=0)
 
 
 def test_two_processes_train_the_single_process_model(runs):
-    single, multi = runs
+    single, multi, _ = runs
     assert single["devices"] == 1 and [r["devices"] for r in multi] == [4, 4]
     assert sorted(r["process"] for r in multi) == [0, 1]
     for r in multi:
+        assert r["all_reduce"]
         assert "'batch': 4" in r["sharding"]  # the parameters live on the 4-device mesh of both processes
         assert r["epsilon"] == single["epsilon"] and r["steps"] == single["steps"]
         np.testing.assert_allclose(r["params"], single["params"], rtol=0, atol=1e-6)
 
 
 def test_two_processes_answer_the_accounting_sweeps_like_one(runs):
-    single, multi = runs
+    single, multi, _ = runs
     # Configurations are independent, but each device runs a smaller compiled shape, whose vectorised sums
     # may round a last bit differently (each answer is a certified upper bound either way).
     for r in multi:
