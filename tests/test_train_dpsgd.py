@@ -228,6 +228,21 @@ def test_step_compiles_once_per_bucket_and_reports_per_record_epsilon():
     assert result.history[0].epsilon < result.history[1].epsilon
 
 
+def test_a_logical_batch_in_physical_chunks_trains_the_same_model():
+    """Expected batch 256 of 455 records in chunks of 32: the clipped sums accumulate over the chunks, one
+    noise draw and one optimizer step per logical batch, the same accounting, no sampled record dropped."""
+    d = data.load("breast_cancer", seed=0)
+    runs = {}
+    for chunk in (None, 32):
+        config = DPSGDConfig(epochs=2, batch_size=256, epsilon=2.0, delta=DELTA, microbatch_size=chunk)
+        model = dpsgd.MLP(30, (8,), 2, rngs=nnx.Rngs(0))
+        runs[chunk] = (train(model, optax.sgd(0.2), d, config, progress=False), _params(model))
+    (whole, whole_params), (chunked, chunked_params) = runs[None], runs[32]
+    assert chunked.epsilon == whole.epsilon and chunked.steps == whole.steps and chunked.buckets == whole.buckets
+    for a, b in zip(chunked_params, whole_params):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-5)
+
+
 def test_training_stops_when_the_budget_is_spent(monkeypatch):
     d = data.load("breast_cancer", seed=0)
     config = DPSGDConfig(epochs=3, batch_size=40, noise_multiplier=1.0, delta=DELTA)
