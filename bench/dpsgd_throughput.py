@@ -278,44 +278,29 @@ def _flat(state) -> dict:
     return {"/".join(map(str, path)): var.get_value() for path, var in nnx.to_flat_state(state)}
 
 
-def opacus_step_fn(torch, opacus, params, xs, ys, sigma: float, lr: float):
-    """A make_private model/optimizer pair (fixed batch of 256, no Poisson sampling) and its step."""
+def opacus_step_fn(torch, opacus, params, xs, ys, sigma: float, lr: float, ghost: bool = False):
+    """A make_private model/optimizer pair (fixed batch of 256, no Poisson sampling) and its step; with
+    ``ghost``, Opacus's ghost clipping (``grad_sample_mode="ghost"``: its loss wrapper runs both backward
+    passes), else its per-sample-gradient hooks."""
     model, _ = torch_model(torch, params)
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xs[0], ys[0]), batch_size=BATCH)
+    criterion = torch.nn.CrossEntropyLoss()
+    mode = dict(criterion=criterion, grad_sample_mode="ghost") if ghost else {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         engine = opacus.PrivacyEngine()
-        model, optimizer, _ = engine.make_private(module=model, optimizer=optimizer, data_loader=loader,
-                                                  noise_multiplier=sigma, max_grad_norm=CLIP, poisson_sampling=False)
-    return model, optimizer, _torch_sgd_step(torch, model, optimizer)
+        wrapped = engine.make_private(module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=sigma,
+                                      max_grad_norm=CLIP, poisson_sampling=False, **mode)
+    model, optimizer = wrapped[:2]
+    if ghost:
+        criterion = wrapped[2]
+    return model, optimizer, _torch_sgd_step(torch, model, optimizer, criterion)
 
 
-def opacus_ghost_step_fn(torch, opacus, params, xs, ys, sigma: float, lr: float):
-    """Opacus's ghost clipping (``grad_sample_mode="ghost"``: its loss wrapper runs the two backward passes)."""
-    model, _ = torch_model(torch, params)
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xs[0], ys[0]), batch_size=BATCH)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        engine = opacus.PrivacyEngine()
-        model, optimizer, criterion, _ = engine.make_private(
-            module=model, optimizer=optimizer, data_loader=loader, criterion=torch.nn.CrossEntropyLoss(),
-            noise_multiplier=sigma, max_grad_norm=CLIP, poisson_sampling=False, grad_sample_mode="ghost")
-
-    def step(x, y):
-        optimizer.zero_grad(set_to_none=True)
-        loss = criterion(model(x), y)
-        loss.backward()
-        optimizer.step()
-        return loss
-
-    return step
-
-
-def _torch_sgd_step(torch, model, optimizer):
+def _torch_sgd_step(torch, model, optimizer, loss_fn=None):
     """One optimizer step on a cross-entropy batch (Opacus' wrapped optimizer or plain SGD alike)."""
-    loss_fn = torch.nn.CrossEntropyLoss()
+    loss_fn = loss_fn or torch.nn.CrossEntropyLoss()
 
     def step(x, y):
         optimizer.zero_grad(set_to_none=True)
@@ -556,8 +541,8 @@ def main(argv=None) -> int:
         tys = [torch.from_numpy(y.astype(np.int64)) for y in ys]
         _, _, step = opacus_step_fn(torch, op_mods[1], params, txs, tys, SIGMA, LR)
         contenders.append(TorchContender("Opacus", step, txs, tys))
-        contenders.append(TorchContender("Opacus ghost", opacus_ghost_step_fn(torch, op_mods[1], params, txs, tys,
-                                                                              SIGMA, LR), txs, tys))
+        _, _, step = opacus_step_fn(torch, op_mods[1], params, txs, tys, SIGMA, LR, ghost=True)
+        contenders.append(TorchContender("Opacus ghost", step, txs, tys))
         contenders.append(TorchContender("PyTorch non-private", torch_nonprivate_step_fn(torch, params), txs, tys))
 
     say("## 2. Step throughput")

@@ -27,7 +27,7 @@ _RUN = """
 import json, os, sys
 from jaxpriv import distributed
 if int(os.environ.get("JAX_NUM_PROCESSES", "1")) > 1:
-    distributed.initialize(timeout=120)
+    distributed.initialize(process_id=int(sys.argv[1]), timeout=120)  # address and count: environment
 import jax, numpy as np, optax
 from flax import nnx
 import jaxpriv
@@ -66,6 +66,18 @@ def _env(devices: int, **extra) -> dict:
             "JAXPRIV_CACHE_DIR": jax.config.jax_compilation_cache_dir or "", **extra}
 
 
+def _two_processes(command, env: dict) -> list[subprocess.CompletedProcess]:
+    """Start ``command(i)`` for processes i = 0, 1 at once (they wait for each other) and collect both."""
+    procs = [subprocess.Popen(command(i), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for i in range(2)]
+    try:
+        outs = [p.communicate(timeout=600) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    return [subprocess.CompletedProcess(p.args, p.returncode, *out) for p, out in zip(procs, outs)]
+
+
 def _result(done: subprocess.CompletedProcess) -> dict:
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -76,18 +88,11 @@ def runs():
     single = _result(subprocess.run([sys.executable, "-c", _RUN], capture_output=True, text=True, env=_env(1),
                                     timeout=600))
     address = f"127.0.0.1:{_free_port()}"
-    procs = [subprocess.Popen([sys.executable, "-c", _RUN], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=_env(2, JAX_COORDINATOR_ADDRESS=address, JAX_NUM_PROCESSES="2",
-                                       JAX_PROCESS_ID=str(i)))
-             for i in range(2)]
-    try:
-        outs = [p.communicate(timeout=600) for p in procs]
-    finally:
-        for p in procs:
-            p.kill()
+    multi = _two_processes(lambda i: [sys.executable, "-c", _RUN, str(i)],
+                           _env(2, JAX_COORDINATOR_ADDRESS=address, JAX_NUM_PROCESSES="2"))
     four = _result(subprocess.run([sys.executable, "-c", _RUN], capture_output=True, text=True, env=_env(4),
                                   timeout=600))
-    return single, [_result(subprocess.CompletedProcess(p.args, p.returncode, *out)) for p, out in zip(procs, outs)], four
+    return single, [_result(done) for done in multi], four
 
 
 def test_four_devices_train_the_single_device_model_with_one_all_reduce(runs):
@@ -124,22 +129,15 @@ def test_the_command_line_trains_over_two_processes(tmp_path, runs):
     argv = ["train", "--dataset", "breast_cancer", "--epsilon", "3", "--epochs", "2", "--batch-size", "64",
             "--hidden", "16", "--lr", "0.5", "--momentum", "0", "--seed", "3", "--quiet",
             "--coordinator", address, "--num-processes", "2"]
-    procs = [subprocess.Popen([sys.executable, "-m", "jaxpriv", *argv, "--process-id", str(i),
-                               "--json", str(tmp_path / f"run{i}.json")],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(2))
-             for i in range(2)]
-    try:
-        outs = [p.communicate(timeout=600) for p in procs]
-    finally:
-        for p in procs:
-            p.kill()
-    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
+    done = _two_processes(lambda i: [sys.executable, "-m", "jaxpriv", *argv, "--process-id", str(i),
+                                     "--json", str(tmp_path / f"run{i}.json")], _env(2))
+    assert [d.returncode for d in done] == [0, 0], [d.stderr[-2000:] for d in done]
     summary = json.loads((tmp_path / "run0.json").read_text())
     library = runs[1][0]
     assert summary["epsilon"] == library["epsilon"] and summary["steps"] == library["steps"]
     assert summary["test_accuracy"] == library["accuracy"]
-    assert not (tmp_path / "run1.json").exists() and "test accuracy" not in outs[1][0]  # process 0 alone reports
-    assert "test accuracy" in outs[0][0]
+    assert not (tmp_path / "run1.json").exists() and "test accuracy" not in done[1].stdout  # process 0 alone reports
+    assert "test accuracy" in done[0].stdout
 
 
 def test_an_unreachable_coordinator_fails_clearly_and_in_bounded_time():
