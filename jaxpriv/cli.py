@@ -963,6 +963,8 @@ def _add_train_parser(subparsers) -> None:
     p.add_argument("--model", choices=("mlp", "cnn", "transformer"), default="mlp",
                    help="classifier; 'transformer' reads an image's rows as tokens (default: %(default)s)")
     _add_number(p, "hidden", default=64)
+    p.add_argument("--precision", choices=("float32", "bfloat16"), default="float32",
+                   help="the model's computation dtype; norms, clipping and noise stay float32 (default: %(default)s)")
     _add_number(p, "seed", default=0)
     _add_number(p, "split_seed", default=0)
     _add_number(p, "test_fraction", default=0.2)
@@ -1049,14 +1051,15 @@ def cmd_train(args) -> int:
     rngs = nnx.Rngs(args.seed)
     features = int(np.prod(d.feature_shape))
     side = round(math.sqrt(features))
+    dtype = None if args.precision == "float32" else jax.numpy.bfloat16
     if args.model == "cnn":
-        model = dpsgd.CNN(side, 1, d.num_classes, rngs=rngs)
+        model = dpsgd.CNN(side, 1, d.num_classes, dtype=dtype, rngs=rngs)
     elif args.model == "transformer":  # the image's rows are the tokens
         from .train.models import Transformer
 
-        model = Transformer(side, side, d.num_classes, rngs=rngs)
+        model = Transformer(side, side, d.num_classes, dtype=dtype, rngs=rngs)
     else:
-        model = dpsgd.MLP(features, (args.hidden,), d.num_classes, rngs=rngs)
+        model = dpsgd.MLP(features, (args.hidden,), d.num_classes, dtype=dtype, rngs=rngs)
     optimizer = optax.sgd(args.lr, momentum=args.momentum or None)
     result = dpsgd.train(model, optimizer, d, config, progress=leader and not args.quiet,
                          checkpoint_dir=args.checkpoint)

@@ -59,6 +59,18 @@ def test_train_personalized_budgets(capsys, tmp_path, personalization):
     assert "privacy groups" in out
 
 
+def test_train_transformer_in_bfloat16_on_digits(capsys, tmp_path):
+    """The tiny Transformer (digits' 8 rows as tokens) with a bfloat16 forward and backward pass: it runs,
+    learns, spends the same ε as the float32 plan (the privacy plan does not depend on the precision)."""
+    out_json = tmp_path / "run.json"
+    code, _, err = run(capsys, "train", "--dataset", "digits", "--model", "transformer", "--precision", "bfloat16",
+                       "--epochs", "2", "--batch-size", "128", "--epsilon", "3", "--quiet", "--json", str(out_json))
+    assert code == 0, err
+    summary = json.loads(out_json.read_text())
+    assert summary["model"] == "transformer" and summary["epsilon"] == pytest.approx(3.0, rel=1e-6)
+    assert summary["test_accuracy"] > 0.2  # 10 classes: above chance after two epochs
+
+
 def test_train_laplace_mechanism(capsys, tmp_path):
     from jaxpriv import rdp
 

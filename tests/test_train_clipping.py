@@ -509,6 +509,38 @@ def test_sequences_attention_and_norm_layers_match_loop():
     assert_close(flat(clipped(model, tokens, y, per_layer, method="ghost", per_layer=True).grads), want, F32_TOL)
 
 
+class HalfPrecision(nnx.Module):
+    """Ghost layers (Conv, Embed, Linear) and a LayerNorm computing in bfloat16, float32 parameters."""
+
+    def __init__(self, rngs):
+        kw = dict(dtype=jnp.bfloat16, rngs=rngs)
+        self.conv = nnx.Conv(2, 4, (3, 3), **kw)
+        self.embed = nnx.Embed(9, 4, **kw)
+        self.norm = nnx.LayerNorm(4, **kw)
+        self.head = nnx.Linear(4 * 8 * 8 + 4, 3, **kw)
+
+    def __call__(self, inputs, key=None):
+        x = jnp.tanh(self.conv(inputs["image"])).reshape(inputs["image"].shape[0], -1)
+        return self.head(jnp.concatenate([x, self.norm(self.embed(inputs["tokens"])).mean(1)], -1))
+
+
+def test_bfloat16_models_clip_in_float32_and_never_exceed_the_clip_norm():
+    """Mixed precision: each example's clipped contribution, alone in the batch (the others masked out),
+    has norm ≤ C to float32 rounding, though its factor and output gradients would round to 8 bits."""
+    model = HalfPrecision(nnx.Rngs(0))
+    x, y = multi_data(6)
+    loss_fn = lambda m, x, y, k: xent(m, x, y, k).astype(jnp.float32)  # noqa: E731
+    clip = 0.01  # every example clipped
+    for method in ("ghost", "vmap"):
+        total = clipped(model, x, y, clip, loss_fn=loss_fn, method=method)
+        assert all(v.dtype == jnp.float32 for v in jax.tree_util.tree_leaves(total.grads))
+        for i in range(6):
+            alone = clipped(model, x, y, clip, loss_fn=loss_fn, method=method, mask=np.arange(6) == i)
+            norm = math.sqrt(sum(float(np.sum(v * v)) for v in flat(alone.grads).values()))
+            assert norm <= clip * (1 + 1e-6), (method, i, norm / clip)
+            assert norm >= clip * (1 - 1e-3)
+
+
 def test_transformer_is_clipped_by_ghost_norms_and_matches_loop(caplog):
     from jaxpriv.train.models import Transformer, cross_entropy_loss
 

@@ -234,10 +234,20 @@ class _GhostLayer:
         graphdef, state = nnx.split(self.module)
         if not acts:
             return {self.path + k: jnp.zeros_like(v) for k, v in _flat_values(state).items()}
-        # Zero the inputs and output gradients of dropped examples: 0·NaN would still poison the sum.
-        acts = [jnp.where(_rows(valid, a), a, jnp.zeros((), a.dtype)) for a in acts]
-        cot = [jnp.where(_rows(valid, g), g * _rows(factor, g).astype(g.dtype), jnp.zeros((), g.dtype)) for g in gouts]
-        _, vjp = jax.vjp(lambda s: [nnx.merge(graphdef, s)(a) for a in acts], state)
+        # Zero the inputs and output gradients of dropped examples: 0·NaN would still poison the sum. A layer
+        # computing in bfloat16/float16 (mixed precision) has its clipped sum taken in float32 all the same:
+        # c_i·g_i rounded to 16 bits could carry example i's contribution above its clip norm.
+        acts = [jnp.where(_rows(valid, a), _at_least_f32(a), jnp.zeros((), _at_least_f32(a).dtype)) for a in acts]
+        cot = [jnp.where(_rows(valid, g), _at_least_f32(g) * _rows(factor, g), 0.0).astype(_at_least_f32(g).dtype)
+               for g in gouts]
+
+        def outputs(s):
+            layer = nnx.merge(graphdef, s)
+            if getattr(layer, "dtype", None) is not None:
+                layer.dtype = jnp.promote_types(layer.dtype, jnp.float32)
+            return [layer(a) for a in acts]
+
+        _, vjp = jax.vjp(outputs, state)
         (grads,) = vjp(cot)
         return {self.path + k: v for k, v in _flat_values(grads).items()}
 
@@ -308,7 +318,10 @@ class _GhostEmbed(_GhostLayer):
 
 
 def _at_least_f32(x):
-    """Norms of bfloat16/float16 activations and gradients are accumulated in float32."""
+    """Norms and clipped sums of bfloat16/float16 activations and gradients are computed in float32 (integer
+    inputs, an embedding's indices, are kept)."""
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        return x
     return x.astype(jnp.promote_types(x.dtype, jnp.float32))
 
 
@@ -634,17 +647,24 @@ def _pass(plan: _ClipPlan, batch: _Batch):
         probes = {n: [jnp.zeros(s.shape, s.dtype) for s in shapes] for n, shapes in plan.probe_shapes.items()}
         value_and_grad = jax.value_and_grad(loss_of, argnums=(0, 1), has_aux=True)
         (loss, acts), (g_other, g_probes) = value_and_grad(other_state, probes)
-        dtype = jnp.promote_types(loss.dtype, jnp.float32)  # norms of bfloat16 gradients in float32
-        sq = {name: jnp.zeros((), dtype) for name in groups}
-        for path, var in nnx.to_flat_state(g_other):
-            g = var.get_value().astype(dtype)
-            sq[group_of[path]] = sq[group_of[path]] + jnp.sum(jnp.abs(g) if plan.l1 else jnp.square(g))
-        for name, layer in layers.items():
-            sq[name] = sq[name] + layer.sq_norm(acts[name], g_probes[name]).astype(dtype)
-        return loss, sq, acts, g_probes, g_other
+        return loss, acts, g_probes, g_other
 
     in_keys = None if batch.keys is None else 0
-    loss, sq, acts, g_probes, g_other = jax.vmap(one, in_axes=(0, 0, in_keys))(batch.inputs, batch.labels, batch.keys)
+    loss, acts, g_probes, g_other = jax.vmap(one, in_axes=(0, 0, in_keys))(batch.inputs, batch.labels, batch.keys)
+    # The norms and the clipped sum must read the same numbers. Fused into the backward pass, a bfloat16
+    # gradient may be used at float32 precision by one consumer and rounded to bfloat16 for the other (XLA
+    # allows excess precision), and an example's contribution could then exceed its clip norm.
+    if any(jnp.issubdtype(x.dtype, jnp.floating) and jnp.finfo(x.dtype).bits < 32
+           for x in jax.tree_util.tree_leaves((acts, g_probes, g_other))):
+        acts, g_probes, g_other = jax.lax.optimization_barrier((acts, g_probes, g_other))
+    dtype = jnp.promote_types(loss.dtype, jnp.float32)  # norms of bfloat16 gradients in float32
+    sq = {name: jnp.zeros(loss.shape, dtype) for name in groups}
+    for path, var in nnx.to_flat_state(g_other):
+        g = var.get_value().astype(dtype)
+        sq[group_of[path]] = sq[group_of[path]] + jnp.sum(jnp.abs(g) if plan.l1 else jnp.square(g),
+                                                          axis=tuple(range(1, g.ndim)))
+    for name, layer in layers.items():
+        sq[name] = sq[name] + jax.vmap(layer.sq_norm)(acts[name], g_probes[name]).astype(dtype)
 
     finish = (lambda v: v) if plan.l1 else jnp.sqrt  # sq holds Σ|g| (L1) or Σ g² (L2)
     norms = finish(sum(sq.values()))

@@ -1,5 +1,10 @@
 """The trainer's built-in models and per-example losses (Flax NNX): what ``jaxpriv train`` and the
-federated systems train, and the losses :func:`jaxpriv.train.dpsgd.train` clips per example."""
+federated systems train, and the losses :func:`jaxpriv.train.dpsgd.train` clips per example.
+
+Mixed precision: every model takes ``dtype``, the computation dtype of its layers (Flax's convention), e.g.
+``jnp.bfloat16`` for a bfloat16 forward and backward pass; parameters stay float32, and DP-SGD takes the
+per-example norms, clipping factors, clipped sums and noise in float32 (:mod:`jaxpriv.train.clipping`,
+:mod:`jaxpriv.train.noise`). :func:`cross_entropy_loss` takes the loss of 16-bit logits in float32."""
 
 from __future__ import annotations
 
@@ -22,7 +27,9 @@ def cross_entropy_loss(model, inputs, labels, key=None):
       >>> cross_entropy_loss(model, jnp.ones((5, 4)), jnp.zeros(5, jnp.int32)).shape
       (5,)
     """
-    return optax.softmax_cross_entropy_with_integer_labels(model(inputs), labels)
+    logits = model(inputs)  # a bfloat16 model's logits: the loss in float32
+    return optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.promote_types(logits.dtype, jnp.float32)),
+                                                           labels)
 
 
 def squared_errors(outputs, targets):
@@ -74,10 +81,11 @@ class MLP(nnx.Module):
       (2, 10)
     """
 
-    def __init__(self, in_features: int, hidden: tuple = (128,), num_classes: int = 10, *, rngs: nnx.Rngs):
+    def __init__(self, in_features: int, hidden: tuple = (128,), num_classes: int = 10, *, dtype=None,
+                 rngs: nnx.Rngs):
         sizes = (in_features,) + tuple(hidden)
-        self.layers = nnx.List([nnx.Linear(a, b, rngs=rngs) for a, b in zip(sizes[:-1], sizes[1:])])
-        self.head = nnx.Linear(sizes[-1], num_classes, rngs=rngs)
+        self.layers = nnx.List([nnx.Linear(a, b, dtype=dtype, rngs=rngs) for a, b in zip(sizes[:-1], sizes[1:])])
+        self.head = nnx.Linear(sizes[-1], num_classes, dtype=dtype, rngs=rngs)
 
     def __call__(self, x):
         x = x.reshape(x.shape[0], -1)
@@ -98,12 +106,13 @@ class CNN(nnx.Module):
       (2, 10)
     """
 
-    def __init__(self, side: int, channels: int = 1, num_classes: int = 10, width: int = 16, *, rngs: nnx.Rngs):
+    def __init__(self, side: int, channels: int = 1, num_classes: int = 10, width: int = 16, *, dtype=None,
+                 rngs: nnx.Rngs):
         self.side, self.channels = side, channels
-        self.conv1 = nnx.Conv(channels, width, kernel_size=(3, 3), rngs=rngs)
-        self.conv2 = nnx.Conv(width, 2 * width, kernel_size=(3, 3), rngs=rngs)
+        self.conv1 = nnx.Conv(channels, width, kernel_size=(3, 3), dtype=dtype, rngs=rngs)
+        self.conv2 = nnx.Conv(width, 2 * width, kernel_size=(3, 3), dtype=dtype, rngs=rngs)
         pooled = side // 4
-        self.head = nnx.Linear(2 * width * pooled * pooled, num_classes, rngs=rngs)
+        self.head = nnx.Linear(2 * width * pooled * pooled, num_classes, dtype=dtype, rngs=rngs)
 
     def __call__(self, x):
         x = x.reshape(x.shape[0], self.side, self.side, self.channels)
@@ -115,12 +124,12 @@ class CNN(nnx.Module):
 class TransformerBlock(nnx.Module):
     """Pre-norm encoder block: x + attention(LayerNorm(x)), then x + MLP(LayerNorm(x)) (GELU, 2× width)."""
 
-    def __init__(self, width: int, heads: int, *, rngs: nnx.Rngs):
-        self.attention_norm = nnx.LayerNorm(width, rngs=rngs)
-        self.attention = nnx.MultiHeadAttention(heads, width, decode=False, rngs=rngs)
-        self.mlp_norm = nnx.LayerNorm(width, rngs=rngs)
-        self.mlp_in = nnx.Linear(width, 2 * width, rngs=rngs)
-        self.mlp_out = nnx.Linear(2 * width, width, rngs=rngs)
+    def __init__(self, width: int, heads: int, *, dtype=None, rngs: nnx.Rngs):
+        self.attention_norm = nnx.LayerNorm(width, dtype=dtype, rngs=rngs)
+        self.attention = nnx.MultiHeadAttention(heads, width, decode=False, dtype=dtype, rngs=rngs)
+        self.mlp_norm = nnx.LayerNorm(width, dtype=dtype, rngs=rngs)
+        self.mlp_in = nnx.Linear(width, 2 * width, dtype=dtype, rngs=rngs)
+        self.mlp_out = nnx.Linear(2 * width, width, dtype=dtype, rngs=rngs)
 
     def __call__(self, x):
         x = x + self.attention(self.attention_norm(x))
@@ -145,13 +154,13 @@ class Transformer(nnx.Module):
     """
 
     def __init__(self, length: int, features: int, num_classes: int = 10, *, width: int = 32, heads: int = 4,
-                 depth: int = 2, rngs: nnx.Rngs):
+                 depth: int = 2, dtype=None, rngs: nnx.Rngs):
         self.length, self.features = length, features
-        self.embed = nnx.Linear(features, width, rngs=rngs)
-        self.position = nnx.Embed(length, width, rngs=rngs)
-        self.blocks = nnx.List([TransformerBlock(width, heads, rngs=rngs) for _ in range(depth)])
-        self.norm = nnx.LayerNorm(width, rngs=rngs)
-        self.head = nnx.Linear(width, num_classes, rngs=rngs)
+        self.embed = nnx.Linear(features, width, dtype=dtype, rngs=rngs)
+        self.position = nnx.Embed(length, width, dtype=dtype, rngs=rngs)
+        self.blocks = nnx.List([TransformerBlock(width, heads, dtype=dtype, rngs=rngs) for _ in range(depth)])
+        self.norm = nnx.LayerNorm(width, dtype=dtype, rngs=rngs)
+        self.head = nnx.Linear(width, num_classes, dtype=dtype, rngs=rngs)
 
     def __call__(self, x):
         x = x.reshape(x.shape[0], self.length, self.features)
