@@ -19,9 +19,6 @@ from test_accounting_pld import gaussian_delta, sub_gaussian_delta
 from jaxpriv import accounting
 from jaxpriv import events as ev
 
-# one worker runs the whole module: its module-scoped fixtures are expensive and computed once
-pytestmark = pytest.mark.xdist_group("test_accounting_client_sampled")
-
 
 @pytest.fixture(autouse=True)
 def x64_stays_off():

@@ -29,9 +29,6 @@ import jaxpriv
 from jaxpriv import accounting
 from jaxpriv import events as ev
 
-# one worker runs the whole module: its module-scoped fixtures are expensive and computed once
-pytestmark = pytest.mark.xdist_group("test_accounting_pld")
-
 
 @pytest.fixture(autouse=True)
 def x64_stays_off():

@@ -34,9 +34,6 @@ import jaxpriv
 from jaxpriv import accounting, events
 from jaxpriv.train import data, dpsgd
 
-# one worker runs the whole module: its module-scoped fixtures are expensive and computed once
-pytestmark = pytest.mark.xdist_group("test_distributed")
-
 d = data.load("breast_cancer", seed=0)
 model = dpsgd.MLP(30, (16,), 2, rngs=nnx.Rngs(3))  # as `jaxpriv train --seed 3 --hidden 16` builds it
 config = dpsgd.DPSGDConfig(epochs=2, batch_size=64, epsilon=3.0, delta=1e-5, seed=3)

@@ -18,9 +18,6 @@ from jaxpriv.federated.rpdp_accounting import (
     scf_sampling_rate,
 )
 
-# one worker runs the whole module: its module-scoped fixtures are expensive and computed once
-pytestmark = pytest.mark.xdist_group("test_rpdp_accounting")
-
 # A short order grid keeps compilation fast; the invariants hold on any grid.
 ORDERS = np.array([1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 48.0, 64.0, 128.0, 256.0])
 FL = {"sigma": 1.0, "steps": 5, "delta": 1e-3, "client_rate": 0.5}

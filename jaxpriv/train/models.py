@@ -122,7 +122,17 @@ class CNN(nnx.Module):
 
 
 class TransformerBlock(nnx.Module):
-    """Pre-norm encoder block: x + attention(LayerNorm(x)), then x + MLP(LayerNorm(x)) (GELU, 2× width)."""
+    """Pre-norm encoder block (Xiong et al. 2020, "On layer normalization in the transformer architecture"):
+    x + attention(LayerNorm(x)), then x + MLP(LayerNorm(x)) (GELU, 2× width). ``width`` features, ``heads``
+    attention heads (``nnx.MultiHeadAttention``), computation ``dtype`` (None: the inputs').
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from flax import nnx
+      >>> from jaxpriv.train.models import TransformerBlock
+      >>> TransformerBlock(16, 4, rngs=nnx.Rngs(0))(jnp.ones((2, 8, 16))).shape
+      (2, 8, 16)
+    """
 
     def __init__(self, width: int, heads: int, *, dtype=None, rngs: nnx.Rngs):
         self.attention_norm = nnx.LayerNorm(width, dtype=dtype, rngs=rngs)
@@ -143,7 +153,7 @@ class Transformer(nnx.Module):
     LayerNorm, mean pooling over the sequence and a linear head. Flat inputs are reshaped to
     (length, features). Every layer has a ghost norm (attention projections, Linear, Embed) or is a
     LayerNorm, so DP-SGD clips it without per-example gradients of its large layers
-    (:mod:`jaxpriv.train.clipping`).
+    (:mod:`jaxpriv.train.clipping`). ``dtype``: the computation dtype (module docstring: mixed precision).
 
     Example:
       >>> import jax.numpy as jnp
