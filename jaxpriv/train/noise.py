@@ -1,24 +1,42 @@
-"""Optax noise transforms for DP-SGD: add a mechanism's noise to the clipped gradient sum, then normalise
-(MATH §6; one primitive, many callers).
+"""The noise step of DP-SGD and of every federated client: add a mechanism's noise to a clipped sum, then
+normalise (MATH §6; one primitive, many callers).
 
-Each transform receives the *sum* of clipped per-example gradients (any pytree: a dict, a Flax
-``nnx.State``, …), adds i.i.d. noise of its mechanism to every leaf, and divides by ``normalize_by``,
-the *expected* batch size qN (never the realised one):
+The noise is described by an event (:mod:`jaxpriv.events`: ``Gaussian(σ)``, ``Laplace(b)``,
+``Staircase(ε, γ)``), the same data the accountant charges for, and scaled by the clipped sum's
+sensitivity Δ (:attr:`jaxpriv.train.clipping.ClippedGradient.sensitivity`, the clip norm C):
 
-    update ← (Σ_i clip(g_i) + Z) / normalize_by,   Z ~ N(0, stddev²) | Lap(scale) | Staircase(ε, γ, Δ)
+    update ← (Σ_i clip(g_i) + Z) / normalize_by,   Z ~ N(0, (σΔ)²) | Lap(bΔ) | Staircase(ε, γ, Δ)
 
-The noise comes from :mod:`jaxpriv.mechanisms` (:func:`~jaxpriv.mechanisms.gaussian.sample`,
-:func:`~jaxpriv.mechanisms.laplace.sample`, :func:`~jaxpriv.mechanisms.staircase.sample`), so what is
-added is exactly what the accountant charges for. The state is a :class:`NoiseState` holding a PRNG key:
-each step splits it once into a new state key and one key per leaf, so noise differs across steps and
-leaves and is reproducible from ``seed``. Noise is drawn in at least float32 (bfloat16/float16 leaves
-get float32 noise, the noisy sum is cast back to the leaf's dtype). Everything works under ``jit``.
+per coordinate, with ``normalize_by`` the *expected* batch size (qN, or Σ_i q_i; never the realised one).
+The draws come from :func:`jaxpriv.mechanisms.gaussian.sample`, :func:`~jaxpriv.mechanisms.laplace.sample`
+and :func:`~jaxpriv.mechanisms.staircase.sample`, the scale passed into the sampler. Two front doors share
+one core:
+
+* :func:`noise_transform`: an Optax ``GradientTransformation`` whose :class:`NoiseState` holds a PRNG key;
+  each step splits it once into the next state key and the draw keys;
+* :func:`add_noise`: one application with a key the caller derives (the federated clients, whose keys
+  come from the round and the local step).
+
+Every number (the event's, Δ, ``normalize_by``) may be a traced JAX scalar: the noise step runs inside
+``jit`` and under ``jax.vmap`` over clients with a per-client scale. Concrete numbers are validated on
+the host (``ValueError`` naming the parameter and its range); traced ones cannot be, and an invalid traced
+number (NaN, ±inf, out of range) makes the whole update NaN, never a number (MATH §0.4). The noise scale
+on the sum is never below σΔ (MATH §0.3): concrete, the product is taken in float64 and the sampler
+rounds it up to float32; traced, the float32 product is moved up one ulp. A noise parameter σ or b of 0
+adds no noise (the non-private baselines of the federated systems; the accountant rejects it).
+
+Draws: one key per leaf (the default), or with ``flat=True`` one draw over the flattened parameter
+vector (:func:`jax.flatten_util.ravel_pytree`; UDP-FL selects between mechanisms per client, and per-leaf
+draws under that select compile several times slower). Noise is drawn in at least float32
+(bfloat16/float16 leaves get float32 noise, the noisy sum is cast back to the leaf's dtype).
 
 Example (DP-SGD's noise and normalisation chained with an optimizer):
 
     >>> import jax.numpy as jnp, optax
+    >>> from jaxpriv import events
     >>> from jaxpriv.train import noise
-    >>> tx = optax.chain(noise.gaussian_noise(1.1, seed=0, normalize_by=256.0), optax.sgd(0.1))
+    >>> dp = noise.noise_transform(events.Gaussian(1.1), sensitivity=1.0, seed=0, normalize_by=256.0)
+    >>> tx = optax.chain(dp, optax.sgd(0.1))
     >>> params = {"w": jnp.zeros(3)}
     >>> state = tx.init(params)
     >>> updates, state = tx.update({"w": jnp.ones(3)}, state, params)
@@ -34,11 +52,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.flatten_util import ravel_pytree
 
-from .._numerics import check_array
+from .. import events
+from .._checks import check_values, in_range
+from .._numerics import is_concrete
 from ..mechanisms import gaussian, laplace, staircase
 
-__all__ = ["NoiseState", "gaussian_noise", "laplace_noise", "staircase_noise"]
+__all__ = ["NoiseState", "noise_transform", "add_noise", "gaussian_noise", "laplace_noise", "staircase_noise"]
+
+#: additive mechanisms whose noise is ``sample(key, number × Δ, shape, dtype)``: the event's field, the sampler
+_SCALED = {events.Gaussian: ("noise_multiplier", gaussian.sample), events.Laplace: ("scale", laplace.sample)}
 
 
 class NoiseState(NamedTuple):
@@ -47,10 +71,16 @@ class NoiseState(NamedTuple):
     key: jax.Array
 
 
-def _as_key(seed) -> jax.Array:
+class _Noise(NamedTuple):
+    draw: Callable | None  # (key, shape, dtype) → noise; None: no noise
+    denominator: object
+    valid: object  # True, or a traced bool: every traced number in range
+
+
+def _as_key(seed, name: str = "seed") -> jax.Array:
     """An int seed becomes ``jax.random.key(seed)``; a PRNG key (typed or legacy uint32[2]) is kept."""
     if isinstance(seed, (bool, np.bool_)):
-        raise ValueError(f"seed must be an int or a JAX PRNG key, got {seed!r}")
+        raise ValueError(f"{name} must be an int or a JAX PRNG key, got {seed!r}")
     if isinstance(seed, (int, np.integer)):
         return jax.random.key(int(seed))
     if isinstance(seed, jax.Array):
@@ -58,27 +88,126 @@ def _as_key(seed) -> jax.Array:
             return seed
         if seed.dtype == jnp.uint32 and seed.shape == (2,):
             return seed
-    raise ValueError(f"seed must be an int or a single JAX PRNG key, got {seed!r}")
+    raise ValueError(f"{name} must be an int or a single JAX PRNG key, got {seed!r}")
 
 
-def _check_normalize_by(normalize_by) -> float:
-    if np.ndim(normalize_by) != 0:
-        raise ValueError(f"normalize_by must be a scalar > 0 (the expected batch size), got shape {np.shape(normalize_by)}")
-    check_array("normalize_by", normalize_by, 0.0, np.inf, lo_open=True)
-    return float(normalize_by)
-
-
-def _check_scalar(name: str, value, **bounds) -> float:
+def _number(name: str, value, lo: float, hi: float = np.inf, lo_open: bool = False):
+    """``(value, valid)``: a concrete scalar checked here, a traced one with its range test (as a bool)."""
     if np.ndim(value) != 0:
         raise ValueError(f"{name} must be a scalar, got shape {np.shape(value)}")
-    check_array(name, value, **bounds)
-    return float(value)
+    if is_concrete(value):
+        check_values(name, value, lo, hi, lo_open=lo_open)  # numpy: nothing traced inside the caller's jit
+        return value, True
+    return value, in_range(jnp, value, lo, hi, lo_open=lo_open)
 
 
-def _noise_transform(draw: Callable, seed, normalize_by) -> optax.GradientTransformation:
-    """(update + draw(key, shape, dtype)) / normalize_by on every leaf, one fresh key per leaf and step."""
+def _scale_on_sum(number, sensitivity):
+    """number × Δ, never below the exact product (the module docstring); Δ = 1 multiplies nothing."""
+    if is_concrete(number) and is_concrete(sensitivity):
+        return float(number) * float(sensitivity)  # float64; the sampler rounds it up to float32
+    if is_concrete(sensitivity) and sensitivity == 1.0:
+        return number
+    product = jnp.multiply(number, sensitivity)
+    # round to nearest errs by at most half an ulp, so one ulp up is never below σΔ (0 stays 0: no noise)
+    return jnp.where(product > 0, jnp.nextafter(product, jnp.inf), product)
+
+
+def _prepare(event, sensitivity, normalize_by) -> _Noise:
+    """Validate the numbers and bind the event's sampler at its scale."""
+    sensitivity, ok = _number("sensitivity", sensitivity, 0.0, lo_open=True)
+    denominator, ok_n = _number("normalize_by", normalize_by, 0.0, lo_open=True)
+    ok = ok & ok_n
+    if isinstance(event, events.Staircase):
+        epsilon, ok_e = _number("Staircase epsilon", event.epsilon, 0.0, lo_open=True)
+        gamma, ok_g = (None, True) if event.gamma is None else _number("Staircase gamma", event.gamma, 0.0, 1.0)
+
+        def draw(key, shape, dtype):
+            return staircase.sample(key, epsilon, gamma, shape, sensitivity=sensitivity, dtype=dtype)
+
+        return _Noise(draw, denominator, ok & ok_e & ok_g)
+    if type(event) not in _SCALED:
+        raise ValueError(f"event must be events.Gaussian, events.Laplace or events.Staircase, got "
+                         f"{type(event).__name__}")
+    field, sample = _SCALED[type(event)]
+    number, ok_x = _number(f"{type(event).__name__} {field}", getattr(event, field), 0.0)
+    scale = _scale_on_sum(number, sensitivity)
+    if is_concrete(scale) and scale == 0:
+        return _Noise(None, denominator, ok & ok_x)
+
+    def draw(key, shape, dtype):
+        return sample(key, scale, shape, dtype)
+
+    return _Noise(draw, denominator, ok & ok_x)
+
+
+def _check_flat(flat) -> bool:
+    if not isinstance(flat, (bool, np.bool_)):
+        raise ValueError(f"flat must be True or False, got {flat!r}")
+    return bool(flat)
+
+
+def _apply(noise: _Noise, keys, updates, flat: bool):
+    """(x + draw) / denominator on every leaf (``keys``: one per leaf), or on the flat vector (one key)."""
+
+    def noisy(key, x):
+        x = jnp.asarray(x)
+        # Noise in ≥ float32: a bfloat16 draw would quantise the noise itself, not just the update.
+        dtype = jnp.promote_types(x.dtype, jnp.float32)
+        total = x.astype(dtype)
+        if noise.draw is not None:
+            total = total + noise.draw(key, x.shape, dtype)
+        return (total / denominator.astype(dtype)).astype(x.dtype)
+
+    # an invalid traced number: divide by NaN, so that every output is NaN (one scalar select)
+    denominator = jnp.asarray(noise.denominator)
+    if noise.valid is not True:
+        denominator = jnp.where(noise.valid, denominator, jnp.nan)
+
+    if flat:
+        vector, unravel = ravel_pytree(updates)
+        return unravel(noisy(keys, vector))
+    leaves, treedef = jax.tree_util.tree_flatten(updates)
+    return jax.tree_util.tree_unflatten(treedef, [noisy(k, leaf) for k, leaf in zip(keys, leaves)])
+
+
+def noise_transform(event, *, seed, sensitivity=1.0, normalize_by=1.0, flat: bool = False
+                    ) -> optax.GradientTransformation:
+    """The noise step as an Optax transformation: (update + Z) / ``normalize_by``, Z the event's noise at
+    sensitivity Δ (DP-SGD: Abadi et al. 2016, Alg. 1; MATH §6, §4 for the mechanisms).
+
+    The update is the clipped gradient sum (any pytree: a dict, a Flax ``nnx.State``, …). Every step
+    splits the state key once into m + 1 keys (m = the number of leaves, or 1 with ``flat``): the first
+    is the next state key, the others draw the noise in leaf order (:func:`add_noise` for the draw).
+    Every number may be traced (built inside the caller's ``jit`` or ``vmap``); see the module docstring
+    for what an invalid traced number does.
+
+    Args:
+      event: ``events.Gaussian(σ)`` (N(0, (σΔ)²)), ``events.Laplace(b)`` (Lap(bΔ)) with σ, b ≥ 0 (0: no
+        noise), or ``events.Staircase(ε, γ)`` with ε > 0, γ ∈ [0, 1] or ``None`` for γ* (Δ its sensitivity).
+      seed: an int or a JAX PRNG key (the state starts from it; same seed, same noise).
+      sensitivity: Δ > 0 of the clipped sum, e.g. the clip norm C. With per-example clip norms the
+        attached ``ClippedGradient.sensitivity`` (max C_i of the batch) depends on the data: pass the
+        plan's constant σ_g·C_g as the scale instead.
+      normalize_by: the expected batch size, > 0.
+      flat: one draw over the flattened update instead of one per leaf.
+
+    Returns:
+      an ``optax.GradientTransformation`` with :class:`NoiseState`.
+
+    Example (ten clients, each with its own noise multiplier, under ``vmap``):
+      >>> import jax, jax.numpy as jnp
+      >>> from jaxpriv import events
+      >>> from jaxpriv.train import noise
+      >>> def client(sigma, key):
+      ...     tx = noise.noise_transform(events.Gaussian(sigma), seed=key, sensitivity=2.0, normalize_by=4.0)
+      ...     return tx.update({"b": jnp.zeros(100_000)}, tx.init(None))[0]["b"]
+      >>> out = jax.vmap(client)(jnp.arange(1.0, 11.0), jax.random.split(jax.random.key(0), 10))
+      >>> [round(float(s), 1) for s in out.std(axis=1)[:3]]  # σΔ/4
+      [0.5, 1.0, 1.5]
+    """
     key0 = _as_key(seed)
-    denominator = _check_normalize_by(normalize_by)
+    noise = _prepare(event, sensitivity, normalize_by)
+    flat = _check_flat(flat)
 
     def init_fn(params):
         del params
@@ -86,26 +215,55 @@ def _noise_transform(draw: Callable, seed, normalize_by) -> optax.GradientTransf
 
     def update_fn(updates, state, params=None):
         del params
-        leaves, treedef = jax.tree_util.tree_flatten(updates)
-        keys = jax.random.split(state.key, len(leaves) + 1)  # the one split of this step
-        noisy = []
-        for leaf_key, leaf in zip(keys[1:], leaves):
-            leaf = jnp.asarray(leaf)
-            # Noise in ≥ float32: a bfloat16 draw would quantise the noise itself, not just the update.
-            dtype = jnp.promote_types(leaf.dtype, jnp.float32)
-            total = leaf.astype(dtype) + draw(leaf_key, leaf.shape, dtype)
-            noisy.append((total / denominator).astype(leaf.dtype))
-        return jax.tree_util.tree_unflatten(treedef, noisy), NoiseState(key=keys[0])
+        count = 1 if flat else len(jax.tree_util.tree_leaves(updates))
+        keys = jax.random.split(state.key, count + 1)  # the one split of this step
+        return _apply(noise, keys[1] if flat else keys[1:], updates, flat), NoiseState(key=keys[0])
 
     return optax.GradientTransformation(init_fn, update_fn)
+
+
+def add_noise(key, updates, event, *, sensitivity=1.0, normalize_by=1.0, flat: bool = False):
+    """(updates + Z) / ``normalize_by`` with the caller's key: the step of :func:`noise_transform` once
+    (MATH §6). Per leaf, the leaves (in ``jax.tree_util`` order) take ``jax.random.split(key, L)``; with
+    ``flat`` one draw of ``key`` covers the flattened ``updates``.
+
+    Args:
+      key: a JAX PRNG key (or an int seed).
+      updates: the clipped sum, any pytree of float arrays.
+      event, sensitivity, normalize_by, flat: as :func:`noise_transform`.
+
+    Returns:
+      a pytree like ``updates``.
+
+    Example (rPDP-FL's step: N(0, σ²C²) on the clipped sum, over a traced expected batch Σ_i q_i):
+      >>> import jax, jax.numpy as jnp
+      >>> from jaxpriv import events
+      >>> from jaxpriv.train import noise
+      >>> step = jax.jit(lambda k, g, q: noise.add_noise(k, g, events.Gaussian(1.0), sensitivity=0.5,
+      ...                                                normalize_by=q.sum()))
+      >>> out = step(jax.random.key(0), {"w": jnp.zeros(100_000)}, jnp.full(8, 0.5))
+      >>> round(float(out["w"].std()), 3)  # σC/Σq = 0.5/4
+      0.125
+    """
+    key = _as_key(key, "key")
+    noise = _prepare(event, sensitivity, normalize_by)
+    keys = key if _check_flat(flat) else jax.random.split(key, len(jax.tree_util.tree_leaves(updates)))
+    return _apply(noise, keys, updates, flat)
+
+
+def _positive(name: str, value):
+    """The front ends' historical range, > 0, for a concrete scalar (a traced one is the core's to check)."""
+    if is_concrete(value):
+        _number(name, value, 0.0, lo_open=True)
+    return value
 
 
 def gaussian_noise(stddev, *, seed, normalize_by=1.0) -> optax.GradientTransformation:
     """Add N(0, stddev²) to every leaf of the update (the clipped gradient sum), then divide by
     ``normalize_by``: DP-SGD's Gaussian noise (Abadi et al. 2016, Alg. 1; MATH §6).
 
-    With clip norm C and noise multiplier σ, ``stddev = σC`` and ``normalize_by = qN``; the result has
-    noise standard deviation σC/(qN). Noise from :func:`jaxpriv.mechanisms.gaussian.sample`.
+    :func:`noise_transform` with ``events.Gaussian(stddev)`` at sensitivity 1. With clip norm C and noise
+    multiplier σ, ``stddev = σC`` and ``normalize_by = qN``; the result has noise standard deviation σC/(qN).
 
     Args:
       stddev: noise standard deviation on the sum, > 0.
@@ -124,14 +282,13 @@ def gaussian_noise(stddev, *, seed, normalize_by=1.0) -> optax.GradientTransform
       >>> round(float(out["b"].std()), 2)
       0.5
     """
-    stddev = _check_scalar("stddev", stddev, lo=0.0, hi=np.inf, lo_open=True)
-    return _noise_transform(lambda key, shape, dtype: gaussian.sample(key, stddev, shape, dtype), seed, normalize_by)
+    return noise_transform(events.Gaussian(_positive("stddev", stddev)), seed=seed, normalize_by=normalize_by)
 
 
 def laplace_noise(scale, *, seed, normalize_by=1.0) -> optax.GradientTransformation:
     """Add Lap(scale) noise to every leaf of the update, then divide by ``normalize_by`` (MATH §6,
-    UDP-FL's Laplace clients). Noise from :func:`jaxpriv.mechanisms.laplace.sample`; its standard
-    deviation after normalisation is √2·scale/normalize_by.
+    UDP-FL's Laplace clients): :func:`noise_transform` with ``events.Laplace(scale)`` at sensitivity 1. Its
+    standard deviation after normalisation is √2·scale/normalize_by.
 
     Args:
       scale: Laplace scale b > 0 on the sum.
@@ -149,20 +306,17 @@ def laplace_noise(scale, *, seed, normalize_by=1.0) -> optax.GradientTransformat
       >>> round(float(abs(out["b"]).mean()), 2)  # E|Lap(b)|/2 = 0.5
       0.5
     """
-    scale = _check_scalar("scale", scale, lo=0.0, hi=np.inf, lo_open=True)
-    return _noise_transform(lambda key, shape, dtype: laplace.sample(key, scale, shape, dtype), seed, normalize_by)
+    return noise_transform(events.Laplace(_positive("scale", scale)), seed=seed, normalize_by=normalize_by)
 
 
 def staircase_noise(epsilon, gamma=None, sensitivity=1.0, *, seed, normalize_by=1.0) -> optax.GradientTransformation:
     """Add staircase noise (Geng & Viswanath) to every leaf of the update, then divide by
-    ``normalize_by`` (MATH §4.2, §6; UDP-FL's Staircase clients).
-
-    Noise from :func:`jaxpriv.mechanisms.staircase.sample` with privacy ε, shape γ (``None``: the
-    optimal γ* = 1/(1 + e^{ε/2})) and sensitivity Δ.
+    ``normalize_by`` (MATH §4.2, §6; UDP-FL's Staircase clients): :func:`noise_transform` with
+    ``events.Staircase(epsilon, gamma)``.
 
     Args:
       epsilon: ε > 0.
-      gamma: γ ∈ [0, 1], or ``None`` for γ*.
+      gamma: γ ∈ [0, 1], or ``None`` for the optimal γ* = 1/(1 + e^{ε/2}).
       sensitivity: Δ > 0 (the clip norm of the summed gradients).
       seed: an int or a JAX PRNG key.
       normalize_by: the expected batch size, > 0.
@@ -178,12 +332,5 @@ def staircase_noise(epsilon, gamma=None, sensitivity=1.0, *, seed, normalize_by=
       >>> out["b"].shape
       (4,)
     """
-    epsilon = _check_scalar("epsilon", epsilon, lo=0.0, hi=np.inf, lo_open=True)
-    if gamma is not None:
-        gamma = _check_scalar("gamma", gamma, lo=0.0, hi=1.0)
-    sensitivity = _check_scalar("sensitivity", sensitivity, lo=0.0, hi=np.inf, lo_open=True)
-
-    def draw(key, shape, dtype):
-        return staircase.sample(key, epsilon, gamma, shape, sensitivity=sensitivity, dtype=dtype)
-
-    return _noise_transform(draw, seed, normalize_by)
+    return noise_transform(events.Staircase(epsilon, gamma), seed=seed, sensitivity=sensitivity,
+                           normalize_by=normalize_by)
