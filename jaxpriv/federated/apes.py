@@ -72,8 +72,9 @@ import optax
 from flax import nnx
 from jax.flatten_util import ravel_pytree
 
+from .. import events
 from .._numerics import check_array
-from ..mechanisms import clip_laplace, laplace
+from ..mechanisms import clip_laplace
 from ..shuffle import (
     apes_theorem4,
     clones_epsilon,
@@ -81,6 +82,7 @@ from ..shuffle import (
     personalized_epsilon,
     sapes_proposition1,
 )
+from ..train import noise
 from . import partition, simulator
 from .partition import ClientData
 from .simulator import Aggregator, LocalResult
@@ -189,8 +191,8 @@ def _perturb(mechanism, key, flat, eps, clip, b):
     g = jnp.clip(flat, -clip, clip)
     noise_key, sparse_key = jax.random.split(key)
     lam = (2.0 * clip / eps).astype(flat.dtype)  # clip_laplace.local_scale: Δ = 2C (traced here)
-    if mechanism == "laplace":
-        return g + laplace.sample(noise_key, lam, g.shape, g.dtype)
+    if mechanism == "laplace":  # λ is already the scale on the coordinate (sensitivity 1)
+        return noise.add_noise(noise_key, g, events.Laplace(lam), flat=True)
     z = clip_laplace.sample(noise_key, g, lam, jnp.asarray(clip, g.dtype))
     if b is not None:
         z = clip_laplace.sparsify(sparse_key, z, eps.astype(z.dtype), clip, b)

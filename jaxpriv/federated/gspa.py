@@ -4,7 +4,7 @@ Chen, Cao, Ge, "A Generalized Shuffle Framework for Privacy Amplification" (GSPA
 with GSPA": n clients, client i holds m records and a budget (ε_i, δ_i). In every epoch the clients are
 visited in a random order without replacement (a fresh permutation per epoch); client i computes the mean
 of its m per-example gradients, each clipped to L2 norm C (:func:`jaxpriv.train.clipping.split_clipped_grad_sum`),
-adds N(0, σ_i² I) with
+adds N(0, σ_i² I) (:func:`jaxpriv.train.noise.add_noise`) with
 
     σ_i = (2C/m) √(2 log(1.25/δ_i)) / ε_i      (classical calibration, Dwork & Roth Thm A.1, ε_i ≤ 1)
 
@@ -51,10 +51,11 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from .. import fdp
+from .. import events, fdp
 from .._numerics import check_array, float64
 from ..mechanisms import gaussian
 from ..shuffle import bounds, personalized
+from ..train import noise
 from ..train.clipping import split_clipped_grad_sum
 from .partition import ClientData
 from .simulator import Aggregator, LocalResult, mean_aggregator
@@ -146,11 +147,10 @@ def local_update(loss_fn, graphdef, clip, learning_rate, batch_size, *, rest=Non
     def update(global_params, sigma, data: ClientData, key):
         out = split_clipped_grad_sum(loss_fn, graphdef, global_params, rest, data.x, data.y, clip_norm=clip,
                                      mask=data.mask, method="vmap")
-        leaves, treedef = jax.tree.flatten(out.grads)
-        keys = jax.random.split(key, len(leaves))
-        # unit normal times σ (σ may be a traced 0 for a noise-free baseline)
-        noisy = [g / m + sigma * gaussian.sample(k, 1.0, g.shape, g.dtype) for k, g in zip(keys, leaves)]
-        step = jax.tree.unflatten(treedef, [-lr * v for v in noisy])
+        # σ_i is calibrated on the mean (sensitivity 2C/m, client_sigmas), so its noise goes on the mean;
+        # σ_i = 0 (the non-private baseline) adds none
+        mean = jax.tree.map(lambda g: g / m, out.grads)
+        step = jax.tree.map(lambda v: -lr * v, noise.add_noise(key, mean, events.Gaussian(sigma)))
         return LocalResult(step, sigma, {"loss": out.loss})
 
     return update

@@ -13,9 +13,9 @@ The system is a configuration of :mod:`jaxpriv.federated.simulator` (Liu, Lou, X
    pre-checks every record and opts out (q_i := 0 for good) those that one more round would take over
    budget, and each sampled client runs τ local DP-SGD steps (:func:`dp_local_update`): Poisson-sample
    its records with their current rates (padded client, boolean mask), clip per example
-   (:func:`jaxpriv.train.clipping.split_clipped_grad_sum`), add N(0, σ²C²)
-   (:func:`jaxpriv.mechanisms.gaussian.sample`) and divide by the client's expected batch size Σ_i q_i
-   (never the realised one; MATH §6);
+   (:func:`jaxpriv.train.clipping.split_clipped_grad_sum`), add N(0, σ²C²) and divide by the client's
+   expected batch size Σ_i q_i, never the realised one (:func:`jaxpriv.train.noise.add_noise`, C the
+   clipped sum's sensitivity; MATH §6);
 3. the server averages the updates (FedAvg, :func:`~jaxpriv.federated.simulator.mean_aggregator`) and
    the accountant charges the round.
 
@@ -48,9 +48,9 @@ import numpy as np
 import optax
 from flax import nnx
 
-from .. import calibrate, rdp
+from .. import calibrate, events, rdp
 from .._numerics import check_array
-from ..mechanisms import gaussian
+from ..train import noise
 from ..train.clipping import split_clipped_grad_sum
 from . import partition as _partition
 from . import rpdp_accounting as acct
@@ -144,9 +144,10 @@ def dp_local_update(loss_fn, graphdef, rest, optimizer: optax.GradientTransforma
     The client state is the client's padded per-record rates q (``(max_n,)``, 0 for padding and opted-out
     records). Step t draws β_i ~ Bernoulli(q_i) for every real record, computes the sum of the sampled
     records' gradients clipped to C (:func:`jaxpriv.train.clipping.split_clipped_grad_sum`), adds
-    N(0, σ²C²) per coordinate (:func:`jaxpriv.mechanisms.gaussian.sample`) and divides by the expected
-    batch size Σ_i q_i; ``optimizer`` turns that into the step. The update is Δ = w_τ − w_global; a
-    client none of whose records is still in (Σq = 0) returns Δ = 0 (it samples nothing ever).
+    N(0, σ²C²) per coordinate and divides by the expected batch size Σ_i q_i
+    (:func:`jaxpriv.train.noise.add_noise`); ``optimizer`` turns that into the step. The update is
+    Δ = w_τ − w_global; a client none of whose records is still in (Σq = 0) returns Δ = 0 (it samples
+    nothing ever).
 
     Args:
       loss_fn: per-example loss ``loss_fn(model, x, y, key) → (B,)`` (e.g.
@@ -194,13 +195,11 @@ def dp_local_update(loss_fn, graphdef, rest, optimizer: optax.GradientTransforma
             params, opt_state = carry
             sample_key, noise_key = jax.random.split(jax.random.fold_in(key, t))
             batch = data.mask & (jax.random.uniform(sample_key, q.shape) < q)  # β_i ~ Ber(q_i); q = 0 never
-            grads = split_clipped_grad_sum(loss_fn, graphdef, params, rest, data.x, data.y, clip_norm=clip_norm,
-                                           mask=batch).grads
-            leaves, treedef = jax.tree.flatten(grads)
-            keys = jax.random.split(noise_key, len(leaves))
-            noisy = [(g + gaussian.sample(k, sigma * clip_norm, g.shape, g.dtype)) / denominator.astype(g.dtype)
-                     if sigma > 0 else g / denominator.astype(g.dtype) for k, g in zip(keys, leaves)]
-            updates, opt_state = optimizer.update(jax.tree.unflatten(treedef, noisy), opt_state, params)
+            clipped = split_clipped_grad_sum(loss_fn, graphdef, params, rest, data.x, data.y, clip_norm=clip_norm,
+                                             mask=batch)
+            noisy = noise.add_noise(noise_key, clipped.grads, events.Gaussian(sigma), sensitivity=clipped.sensitivity,
+                                    normalize_by=denominator)
+            updates, opt_state = optimizer.update(noisy, opt_state, params)
             return (optax.apply_updates(params, updates), opt_state), jnp.sum(batch)
 
         (final, _), sizes = jax.lax.scan(step, (global_params, optimizer.init(global_params)),

@@ -45,13 +45,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-from jax.flatten_util import ravel_pytree
 
-from .. import rdp
+from .. import events, rdp
 from .._numerics import check_array
 from ..mechanisms._common import round_to
-from ..mechanisms import gaussian, harmonizer, laplace, staircase
+from ..mechanisms import harmonizer
 from ..shuffle import bounds
+from ..train import noise
 from ..train.clipping import split_clipped_grad_sum
 from .partition import ClientData
 from . import simulator
@@ -116,7 +116,8 @@ def local_update(loss_fn, graphdef, learning_rate, local_steps, q, *, rest=None,
     noise parameter, "clip": float32 C_k, "slot": int32 k}``. Each of the τ steps Poisson-samples the
     client's records at rate q, clips every example to C_k (L2 for gaussian, L1 otherwise), adds the
     client's noise to the sum (N(0, scale²), Lap(scale) with scale = σC_k, bC_k, or staircase(ε₀ = scale,
-    Δ = C_k), per coordinate) and divides by the expected batch q·n_k (never the realised one). The update
+    Δ = C_k), per coordinate) and divides by the expected batch q·n_k, never the realised one
+    (:func:`jaxpriv.train.noise.add_noise`, one draw over the flat parameter vector). The update
     is ``{"delta": w_τ − w_global, "slot": k, "global": w_global}`` (what :func:`mean_aggregator` and
     :func:`mode_connect_aggregator` read).
 
@@ -165,16 +166,16 @@ def local_update(loss_fn, graphdef, learning_rate, local_steps, q, *, rest=None,
             out = jax.tree.map(lambda a, b, c=code: jnp.where(mech == c, a, b), values[code], out)
         return out
 
-    def noise(key, mech, scale, clip, n):
-        samplers = {0: lambda: gaussian.sample(key, 1.0, (n,)) * scale,
-                    1: lambda: laplace.sample(key, 1.0, (n,)) * scale,
-                    # ε₀ > 0 to sample: a masked-out slot may carry 0
-                    2: lambda: staircase.sample(key, jnp.maximum(scale, 1e-6), shape=(n,), sensitivity=clip)}
-        return pick(mech, {c: samplers[c]() for c in used})
+    def noise_events(scale, clip):
+        """{code: (event, sensitivity)}: σC_k and bC_k are already scales on the sum (client_state)."""
+        # ε₀ > 0 to sample: a masked-out slot may carry 0
+        return {0: (events.Gaussian(scale), 1.0), 1: (events.Laplace(scale), 1.0),
+                2: (events.Staircase(jnp.maximum(scale, 1e-6)), clip)}
 
     def update(global_params, state, data: ClientData, key):
         mech, scale, clip = state["mechanism"], state["scale"], state["clip"]
         expected = jnp.maximum(q * data.size.astype(jnp.float32), 1e-6)
+        noise_of = noise_events(scale, clip)
 
         def step(p, t):
             sample_key, noise_key = jax.random.split(jax.random.fold_in(key, t))
@@ -183,9 +184,9 @@ def local_update(loss_fn, graphdef, learning_rate, local_steps, q, *, rest=None,
                                                  mask=batch, method="vmap", norm=norm) for norm in norms}
             clipped = pick(mech, {c: sums["l2" if c == 0 else "l1"] for c in used})
             # one draw over the flat parameter vector: one sampler per mechanism in the program, not per leaf
-            flat, unravel = ravel_pytree(clipped.grads)
-            noisy = unravel(flat + noise(noise_key, mech, scale, clip, flat.size).astype(flat.dtype))
-            return jax.tree.map(lambda w, g: w - lr * g / expected, p, noisy), clipped.loss
+            noisy = pick(mech, {c: noise.add_noise(noise_key, clipped.grads, noise_of[c][0], sensitivity=noise_of[c][1],
+                                                   normalize_by=expected, flat=True) for c in used})
+            return jax.tree.map(lambda w, g: w - lr * g, p, noisy), clipped.loss
 
         final, losses = jax.lax.scan(step, global_params, jnp.arange(tau))
         known = jnp.any(mech == jnp.asarray(used))  # an unlisted mechanism: NaN, loud
