@@ -7,7 +7,7 @@ whose :meth:`~PrivateTrainer.step` runs one jitted DP-SGD step and whose account
 so far. Nothing new is computed here: the step is the trainer's own (:mod:`jaxpriv.train.dpsgd`), built
 from the same primitives — Poisson sampling (:class:`jaxpriv.train.sampling.PoissonSampler`), per-example
 clipping (:func:`jaxpriv.train.clipping.split_clipped_grad_sum`), Gaussian noise
-(:func:`jaxpriv.train.noise.gaussian_noise`) — and the accountant is
+(:func:`jaxpriv.train.noise.noise_transform`) — and the accountant is
 :class:`jaxpriv.train.dpsgd.GroupAccountant` (the core's :func:`jaxpriv.dpsgd_epsilon`).
 
 The schedule follows TensorFlow Privacy's / Opacus's convention (:func:`jaxpriv.schedule.sampling_and_steps`):
@@ -62,10 +62,12 @@ class PrivateTrainer:
         sampler_seed, noise_seed, loss_seed = derive_seeds(seed)
         n = int(np.shape(x)[0])
         self._sampler = PoissonSampler(self.sample_rate, seed=sampler_seed, n=n)
-        from .noise import gaussian_noise
+        from .. import events
+        from .noise import noise_transform
 
-        noise = gaussian_noise(self.noise_multiplier * self.max_grad_norm, seed=noise_seed,
-                               normalize_by=n * self.sample_rate)  # the expected batch size B = qN
+        # N(0, σ²C²): σ times the clipped sum's sensitivity C, over the expected batch size B = qN
+        noise = noise_transform(events.Gaussian(self.noise_multiplier), sensitivity=self.max_grad_norm,
+                                seed=noise_seed, normalize_by=n * self.sample_rate)
         self._tx = optax.chain(noise, tx)
         graphdef, self._params, rest = nnx.split(model, nnx.Param, ...)
         self._opt_state = self._tx.init(self._params)
