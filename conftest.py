@@ -6,6 +6,9 @@
   executables; kept alive in one process they exhaust the kernel's memory-map limit
   (vm.max_map_count = 65530 here) and XLA crashes with a segmentation fault. Recompiling a kernel in a
   later module is read back from the persistent cache.
+* pytest-xdist runs whole modules (pyproject's ``--dist loadscope``): a module's kernels are compiled and its
+  module-scoped fixtures computed by one worker, not by each. The modules that take minutes are collected
+  first (:data:`HEAVY_FIRST`), so they start first and the two workers finish together.
 * Tests marked ``slow`` take the fixture ``full``: False (the default, as CI runs them) asks for their fast
   configuration, ``--full`` (or ``JAXPRIV_FULL_TESTS=1``) for the full one.
 """
@@ -19,6 +22,19 @@ _CACHE = os.environ.get("JAXPRIV_TEST_CACHE", os.path.join(os.path.dirname(__fil
 os.makedirs(_CACHE, exist_ok=True)  # an existing directory is hit on the very next run
 jax.config.update("jax_compilation_cache_dir", os.path.abspath(_CACHE))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)  # workers share small kernels too
+
+
+#: Test modules that take a minute or more from a cold cache, slowest first (measured with ``--durations=0``;
+#: most of their time is XLA compilation). Every other module keeps its collection order after these.
+HEAVY_FIRST = ("test_accounting_pld.py", "test_cli.py", "test_shuffle_rounds.py", "test_traced_safety.py",
+               "test_notebooks.py", "test_distributed.py", "test_federated_rpdp.py", "test_accountant.py",
+               "test_calibrate_events.py", "test_rdp.py", "test_federated_udpfl.py",
+               "test_accounting_client_sampled.py", "test_cli_rules.py", "test_calibrate.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a module's tests stay together
 
 
 def pytest_addoption(parser):
