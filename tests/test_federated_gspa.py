@@ -1,6 +1,7 @@
 """GSPA system: accounting equals the engines (gspa_mu_composed, personalized_epsilon, a numpy advanced-
-composition formula); every client's noise meets its own (ε_i, δ_i) on the exact Gaussian curve and its
-report moves by at most 2C/m under an adversarial record; Alg. 3 equals a Python loop; accuracy; bad inputs."""
+composition formula); every client's noise meets its own (ε_i, δ_i) on the exact Gaussian curve, and build's
+float32 σ_i is never below it; a report moves by at most 2C/m under an adversarial record; Alg. 3 equals a
+Python loop; accuracy; bad inputs."""
 
 import math
 
@@ -59,6 +60,17 @@ def test_each_client_noise_meets_its_own_budget(calibration):
     assert np.all(got <= dl * (1 + 1e-9))
     np.testing.assert_allclose(sig * eps / np.sqrt(2 * np.log(1.25 / dl)), 2 * clip / m, rtol=1e-12) \
         if calibration == "classical" else None
+
+
+def test_build_rounds_every_sigma_up_to_float32():
+    """The simulator's σ_i is traced, so no sampler can round it: build hands it over rounded up, within an ulp."""
+    eps = np.random.default_rng(3).uniform(0.1, 1.0, 200)
+    exact = gspa.client_sigmas(eps, 1e-5, 0.7, 13)
+    _, _, sig = gspa.build(nnx.Linear(2, 2, rngs=nnx.Rngs(0)), LOSS, eps, 1e-5, clip=0.7, learning_rate=0.1,
+                           batch_size=13)
+    assert sig.dtype == np.float32
+    assert np.all(sig.astype(np.float64) >= exact)
+    assert np.all(np.nextafter(sig, np.float32(0)).astype(np.float64) < exact)
 
 
 def test_report_moves_by_at_most_2c_over_m_under_an_adversarial_record(digits):

@@ -54,6 +54,7 @@ from flax import nnx
 from .. import events, fdp
 from .._numerics import check_array, float64
 from ..mechanisms import gaussian
+from ..mechanisms._common import round_to
 from ..shuffle import bounds, personalized
 from ..train import noise
 from ..train.clipping import split_clipped_grad_sum
@@ -180,7 +181,8 @@ def shuffle_aggregator() -> Aggregator:
 def build(model, loss_fn, local_epsilons, local_deltas, *, clip, learning_rate, batch_size,
           calibration: str = "classical", unit: str = "record"):
     """The simulator configuration of GSPA: ``(local_update, aggregator, client_state)`` for
-    :func:`jaxpriv.federated.simulator.run` (``client_state`` = the float32 σ_i of :func:`client_sigmas`).
+    :func:`jaxpriv.federated.simulator.run` (``client_state`` = the σ_i of :func:`client_sigmas` in float32,
+    rounded up: the noise the traced σ_i draws is never below the calibrated one).
 
     Args: as :func:`client_sigmas` and :func:`local_update`; ``model`` is the Flax NNX model.
 
@@ -198,7 +200,7 @@ def build(model, loss_fn, local_epsilons, local_deltas, *, clip, learning_rate, 
     graphdef, _, rest = nnx.split(model, nnx.Param, ...)
     sig = client_sigmas(local_epsilons, local_deltas, clip, batch_size, calibration, unit)
     local = local_update(loss_fn, graphdef, clip, learning_rate, batch_size, rest=rest)
-    return local, shuffle_aggregator(), sig.astype(np.float32)
+    return local, shuffle_aggregator(), round_to(sig, np.float32)
 
 
 class ShuffledResult(NamedTuple):
@@ -218,7 +220,7 @@ def shuffled_sgd(model, local, clients: ClientData, sigmas, *, epochs: int, seed
 
     Args:
       model: Flax NNX model. local: :func:`local_update`. clients: stacked ClientData (C clients).
-      sigmas: (C,) noise std per client. epochs: T ≥ 1. seed: integer ≥ 0.
+      sigmas: (C,) noise std per client (≥ 0; used in float32, rounded up). epochs: T ≥ 1. seed: integer ≥ 0.
       test_data: Dataset or (x, y) for the test accuracy after every epoch, or None.
 
     Returns:
@@ -243,7 +245,7 @@ def shuffled_sgd(model, local, clients: ClientData, sigmas, *, epochs: int, seed
     c = check_clients(clients)
     epochs = int(check_array("epochs", epochs, 1.0, np.inf, integer=True))
     seed = int(check_array("seed", seed, 0.0, np.inf, integer=True))
-    sig = np.asarray(check_array("sigmas", sigmas, 0.0, np.inf), np.float32)
+    sig = round_to(check_array("sigmas", sigmas, 0.0, np.inf), np.float32)  # never below the given σ_i
     if sig.shape != (c,):
         raise ValueError(f"sigmas must have shape ({c},) (one per client), got {sig.shape}")
     test = as_test_arrays(test_data)
