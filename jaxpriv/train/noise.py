@@ -21,9 +21,9 @@ Every number (the event's, Δ, ``normalize_by``) may be a traced JAX scalar: the
 ``jit`` and under ``jax.vmap`` over clients with a per-client scale. Concrete numbers are validated on
 the host (``ValueError`` naming the parameter and its range); traced ones cannot be, and an invalid traced
 number (NaN, ±inf, out of range) makes the whole update NaN, never a number (MATH §0.4). The noise scale
-on the sum is never below σΔ (MATH §0.3): concrete, the product is taken in float64 and the sampler
-rounds it up to float32; traced, the float32 product is moved up one ulp. A noise parameter σ or b of 0
-adds no noise (the non-private baselines of the federated systems; the accountant rejects it).
+on the sum is never below σΔ (MATH §0.1, the safe side): concrete, the product is taken in float64 and
+the sampler rounds it up to float32; traced, the float32 product is moved up one ulp. A noise parameter
+σ or b of 0 adds no noise (the non-private baselines of the federated systems; the accountant rejects it).
 
 Draws: one key per leaf (the default), or with ``flat=True`` one draw over the flattened parameter
 vector (:func:`jax.flatten_util.ravel_pytree`; UDP-FL selects between mechanisms per client, and per-leaf
@@ -187,7 +187,8 @@ def noise_transform(event, *, seed, sensitivity=1.0, normalize_by=1.0, flat: boo
       seed: an int or a JAX PRNG key (the state starts from it; same seed, same noise).
       sensitivity: Δ > 0 of the clipped sum, e.g. the clip norm C. With per-example clip norms the
         attached ``ClippedGradient.sensitivity`` (max C_i of the batch) depends on the data: pass the
-        plan's constant σ_g·C_g as the scale instead.
+        plan's noise std s = σ_g·C_g (one for every group g) as the event's number and Δ = 1, as
+        :func:`jaxpriv.train.dpsgd.train` does.
       normalize_by: the expected batch size, > 0.
       flat: one draw over the flattened update instead of one per leaf.
 
