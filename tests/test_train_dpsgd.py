@@ -20,7 +20,7 @@ import jaxpriv
 from jaxpriv import calibrate, rdp
 from jaxpriv.report import plot_learning_curve
 from jaxpriv.accountant import Accountant, Gaussian, PoissonSampled
-from jaxpriv.train import data, dpsgd, noise
+from jaxpriv.train import data, dpsgd, models, noise
 from jaxpriv.train.dpsgd import DPSGDConfig, GroupAccountant, plan_privacy, train
 from jaxpriv.train.sampling import PoissonSampler
 
@@ -618,3 +618,35 @@ def test_bad_accountant_mechanism():
         GroupAccountant([0.1], [1.0], DELTA, mechanism="exponential")
     with pytest.raises(ValueError, match="dimension"):
         GroupAccountant([0.1], [1.0], DELTA, mechanism="staircase")
+
+
+# --------------------------------------------------------------------------------------------------
+# the built-in models: bad sizes and dtypes name themselves (not a Flax error deep inside)
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda r: models.MLP(0, (8,), 2, rngs=r), r"in_features must lie in \[1, inf\), got 0"),
+    (lambda r: models.MLP(4, (8, 2.5), 2, rngs=r), r"hidden must be an integer, got 2.5"),
+    (lambda r: models.MLP(4, 8, 2, rngs=r), r"hidden must be a sequence of layer widths"),
+    (lambda r: models.MLP(4, (8,), 0, rngs=r), r"num_classes must lie in \[1, inf\), got 0"),
+    (lambda r: models.MLP(4, (8,), 2, dtype=jnp.int32, rngs=r), r"dtype must be None or a floating dtype"),
+    (lambda r: models.CNN(3, rngs=r), r"side must lie in \[4, inf\), got 3"),
+    (lambda r: models.CNN(8, 0, rngs=r), r"channels must lie in \[1, inf\), got 0"),
+    (lambda r: models.CNN(8, 1, 10, width=-1, rngs=r), r"width must lie in \[1, inf\), got -1"),
+    (lambda r: models.CNN(8, dtype="text", rngs=r), r"dtype must be None or a floating dtype"),
+    (lambda r: models.TransformerBlock(10, 4, rngs=r), r"width must be a multiple of heads.*width 10 and heads 4"),
+    (lambda r: models.TransformerBlock(8, 0, rngs=r), r"heads must lie in \[1, inf\), got 0"),
+    (lambda r: models.Transformer(0, 8, rngs=r), r"length must lie in \[1, inf\), got 0"),
+    (lambda r: models.Transformer(8, 1.5, rngs=r), r"features must be an integer, got 1.5"),
+    (lambda r: models.Transformer(8, 8, 1, depth=0, rngs=r), r"depth must lie in \[1, inf\), got 0"),
+    (lambda r: models.Transformer(8, 8, 10, width=30, heads=4, rngs=r), r"width must be a multiple of heads"),
+])
+def test_bad_model_sizes_and_dtypes(make, message):
+    with pytest.raises(ValueError, match=message):
+        make(nnx.Rngs(0))
+
+
+def test_models_accept_numpy_integer_sizes_and_bfloat16():
+    model = models.Transformer(np.int64(8), np.int32(8), 10, width=16, heads=4, dtype="bfloat16", rngs=nnx.Rngs(0))
+    assert model(jnp.ones((2, 64))).dtype == jnp.bfloat16

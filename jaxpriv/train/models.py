@@ -9,10 +9,31 @@ per-example norms, clipping factors, clipped sums and noise in float32 (:mod:`ja
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import nnx
 
+from .._checks import check_scalar
+
 __all__ = ["cross_entropy_loss", "mse_loss", "squared_errors", "MLP", "CNN", "Transformer", "TransformerBlock"]
+
+
+def _size(name: str, value, lo: int = 1) -> int:
+    """A layer size: an integer ≥ ``lo`` (ValueError naming it otherwise; Flax would fail deep inside)."""
+    return int(check_scalar(name, value, lo, np.inf, integer=True))
+
+
+def _dtype(dtype):
+    """None (the inputs' dtype) or a floating dtype: the layers' computation dtype."""
+    if dtype is None:
+        return None
+    try:
+        resolved = jnp.dtype(dtype)
+    except TypeError:
+        resolved = None
+    if resolved is None or not jnp.issubdtype(resolved, jnp.floating):
+        raise ValueError(f"dtype must be None or a floating dtype (e.g. jnp.float32, jnp.bfloat16), got {dtype!r}")
+    return resolved
 
 
 def cross_entropy_loss(model, inputs, labels, key=None):
@@ -83,7 +104,10 @@ class MLP(nnx.Module):
 
     def __init__(self, in_features: int, hidden: tuple = (128,), num_classes: int = 10, *, dtype=None,
                  rngs: nnx.Rngs):
-        sizes = (in_features,) + tuple(hidden)
+        if np.ndim(hidden) != 1:
+            raise ValueError(f"hidden must be a sequence of layer widths (integers ≥ 1), got {hidden!r}")
+        sizes = (_size("in_features", in_features),) + tuple(_size("hidden", h) for h in hidden)
+        num_classes, dtype = _size("num_classes", num_classes), _dtype(dtype)
         self.layers = nnx.List([nnx.Linear(a, b, dtype=dtype, rngs=rngs) for a, b in zip(sizes[:-1], sizes[1:])])
         self.head = nnx.Linear(sizes[-1], num_classes, dtype=dtype, rngs=rngs)
 
@@ -108,6 +132,8 @@ class CNN(nnx.Module):
 
     def __init__(self, side: int, channels: int = 1, num_classes: int = 10, width: int = 16, *, dtype=None,
                  rngs: nnx.Rngs):
+        side, channels = _size("side", side, 4), _size("channels", channels)  # two 2×2 poolings: side ≥ 4
+        num_classes, width, dtype = _size("num_classes", num_classes), _size("width", width), _dtype(dtype)
         self.side, self.channels = side, channels
         self.conv1 = nnx.Conv(channels, width, kernel_size=(3, 3), dtype=dtype, rngs=rngs)
         self.conv2 = nnx.Conv(width, 2 * width, kernel_size=(3, 3), dtype=dtype, rngs=rngs)
@@ -135,6 +161,10 @@ class TransformerBlock(nnx.Module):
     """
 
     def __init__(self, width: int, heads: int, *, dtype=None, rngs: nnx.Rngs):
+        width, heads, dtype = _size("width", width), _size("heads", heads), _dtype(dtype)
+        if width % heads:
+            raise ValueError(f"width must be a multiple of heads (each head takes width/heads features), got "
+                             f"width {width} and heads {heads}")
         self.attention_norm = nnx.LayerNorm(width, dtype=dtype, rngs=rngs)
         self.attention = nnx.MultiHeadAttention(heads, width, decode=False, dtype=dtype, rngs=rngs)
         self.mlp_norm = nnx.LayerNorm(width, dtype=dtype, rngs=rngs)
@@ -165,6 +195,8 @@ class Transformer(nnx.Module):
 
     def __init__(self, length: int, features: int, num_classes: int = 10, *, width: int = 32, heads: int = 4,
                  depth: int = 2, dtype=None, rngs: nnx.Rngs):
+        length, features = _size("length", length), _size("features", features)
+        num_classes, depth = _size("num_classes", num_classes), _size("depth", depth)
         self.length, self.features = length, features
         self.embed = nnx.Linear(features, width, dtype=dtype, rngs=rngs)
         self.position = nnx.Embed(length, width, dtype=dtype, rngs=rngs)
