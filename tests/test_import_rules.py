@@ -49,7 +49,7 @@ LAYERS = [
     # DP-SGD: data, sampling, clipping, noise, the trainer
     ("train", ["jaxpriv.train", "jaxpriv.train.*"]),
     # the seed systems, and reproduce's verdict helpers they report with (reproduce runs them by name)
-    ("federated", ["jaxpriv.federated", "jaxpriv.federated.*", "jaxpriv.reproduce"]),
+    ("federated", ["jaxpriv.federated", "jaxpriv.federated.*", "jaxpriv.reproduce", "jaxpriv.reproduce.*"]),
     # front ends: the package's lazy namespace (and __version__), the report and the command line
     ("front ends", ["jaxpriv", "jaxpriv.report", "jaxpriv.cli", "jaxpriv.__main__"]),
 ]
