@@ -619,7 +619,7 @@ def reproduce(quick: bool = True, out_dir: str = ".", seeds=(0,)) -> dict:
         rows.append(f"| {_LABELS[s]} | {_fmt(p_eps)} | {ours} | {_fmt(p_uc)} | {ours_uc} | {p_acc:.2f}% | "
                     f"{100 * final[acc_key]:.2f}% |")
     # Many rounds (MATH §3.1, §7): the one-round exact pair composed by PLD beside the papers' compositions.
-    from ..shuffle.summary import rounds_report
+    from ..reproduce.rounds import rounds_report
 
     many_rounds = [1, 10, 100, 1000]
     rounds_path = os.path.join(out_dir, "apes_epsilon_vs_rounds.png")

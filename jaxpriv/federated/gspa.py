@@ -861,7 +861,7 @@ def reproduce(quick: bool = True, out_dir: str = ".", seeds=(0, 1, 2)) -> dict:
     est = _estimation(quick, seeds, out_dir)
     md += est["md"]
     # Many rounds (MATH §3.1, §7): √T·μ beside the exact pair composed by PLD, at uniform ε₀ = 1, n = 10⁴.
-    from ..shuffle.summary import rounds_report
+    from ..reproduce.rounds import rounds_report
 
     many_rounds = [1, 10, 100, 1000]
     rounds_path = os.path.join(out_dir, "gspa_epsilon_vs_rounds.png")

@@ -14,7 +14,7 @@ import numpy as np
 from .. import fdp, rdp
 from . import bounds, clones, personalized
 
-__all__ = ["shuffle_summary", "epsilon_versus_n", "plot_epsilon_versus_n", "plot_epsilon_versus_rounds", "rounds_report", "plot_budgets"]
+__all__ = ["shuffle_summary", "epsilon_versus_n", "plot_epsilon_versus_n", "plot_epsilon_versus_rounds", "plot_budgets"]
 
 
 def shuffle_summary(local_epsilons, delta: float) -> list[dict]:
@@ -131,21 +131,6 @@ def plot_epsilon_versus_rounds(rounds, composed: dict, path: str, title: str) ->
     ax.legend(fontsize=8)
     fig.savefig(path, dpi=120)
     return path
-
-
-def rounds_report(local_epsilons, delta: float, rounds, path: str, title: str, *, dims: int = 1):
-    """Markdown lines and a figure (``path``) of the central ε after each T in ``rounds`` by every
-    composition of :func:`jaxpriv.shuffle.rounds_summary`; returns ``(lines, rows)``."""
-    from .rounds import rounds_summary
-
-    rows = rounds_summary(local_epsilons, delta, rounds, dims=dims)
-    plot_epsilon_versus_rounds(rounds, rows, path, title)
-    per = f" × {dims} releases" if dims > 1 else ""
-    lines = [f"| method (central ε after T rounds{per}, δ = {delta:g}) | " + " | ".join(f"T = {t:,}" for t in rounds)
-             + " | kind |", "|---|" + "---|" * (len(rounds) + 1)]
-    lines += [f"| {name} | " + " | ".join(f"{x:.4g}" for x in row["epsilon"]) + f" | {row['kind']} |"
-              for name, row in rows.items()]
-    return lines, rows
 
 
 def plot_budgets(local_epsilons, path: str, title: str, per_user=None) -> str:
