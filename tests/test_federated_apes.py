@@ -16,6 +16,7 @@ from jaxpriv.federated import apes, simulator
 from jaxpriv.federated.partition import ClientData
 from jaxpriv.federated.simulator import LocalResult
 from jaxpriv.mechanisms import clip_laplace, laplace
+from jaxpriv.reproduce import apes as apes_reproduction
 from jaxpriv.shuffle import apes_theorem4, clones_epsilon, fmt22_closed_form, personalized_epsilon, sapes_proposition1
 
 
@@ -328,8 +329,8 @@ PARAMS = {"w": jnp.zeros(4)}
         (lambda: apes.analyze(np.zeros(3), np.ones(3), 0.1), "shuffled_reports"),
         (lambda: apes.analyze(np.zeros((3, 2)), np.ones(2), 0.1), "shuffled_epsilons"),
         (lambda: apes.analyze(np.zeros((3, 2)), np.ones(3), -0.1), "clip"),
-        (lambda: apes.reproduce(True, "/tmp", seeds=[]), "seeds"),
-        (lambda: apes.reproduce(True, "/tmp", seeds=[-1]), "seeds"),
+        (lambda: apes_reproduction.reproduce(True, "/tmp", seeds=[]), "seeds"),
+        (lambda: apes_reproduction.reproduce(True, "/tmp", seeds=[-1]), "seeds"),
     ],
 )
 def test_bad_input(call, match):
