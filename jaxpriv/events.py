@@ -54,6 +54,9 @@ __all__ = [
     "Composed",
     "Shuffled",
     "Event",
+    "NOISE_MECHANISMS",
+    "noise_mechanism",
+    "sensitivity_norm",
     "validate",
     "batch_shape",
     "leaves",
@@ -200,6 +203,58 @@ _RANGES: dict[type, tuple] = {
     Shuffled: (("epsilon0", "Shuffled epsilon0", 0.0, np.inf, True, False, False),
                ("n", "Shuffled n", 2.0, np.inf, False, False, True)),
 }
+
+
+#: The additive noise mechanisms by name (the ``mechanism`` argument of the trainer and the Harmonizer):
+#: name → (the event at noise parameter s on ``dimension`` coordinates, the norm its sensitivity is measured in).
+_NOISE = {
+    "gaussian": (lambda s, dimension: Gaussian(s), "l2"),
+    "laplace": (lambda s, dimension: Laplace(s), "l1"),
+    "staircase": (lambda s, dimension: Staircase(s, None, dimension), "l1"),
+}
+NOISE_MECHANISMS = tuple(_NOISE)
+
+
+def noise_mechanism(name: str, parameter, dimension: int = 1):
+    """The event of the additive noise mechanism called ``name``, the one place where a mechanism's name
+    becomes an event (MATH §4; the trainer, its accountant and the Harmonizer all start here).
+
+    Args:
+      name: one of :data:`NOISE_MECHANISMS`: ``"gaussian"`` (``parameter`` = noise multiplier σ),
+        ``"laplace"`` (scale b per unit of L1 sensitivity) or ``"staircase"`` (per-release ε₀, γ = γ*).
+      parameter: the noise parameter (a number or an array: a batch of settings).
+      dimension: number of noised coordinates d ≥ 1 (the staircase's per-coordinate accounting; ignored
+        by the others, whose worst case is one coordinate).
+
+    Returns:
+      ``Gaussian(σ)``, ``Laplace(b)`` or ``Staircase(ε₀, None, d)``.
+
+    Example:
+      >>> from jaxpriv import events
+      >>> events.noise_mechanism("laplace", 2.0)
+      Laplace(scale=2.0)
+      >>> events.noise_mechanism("staircase", 0.5, dimension=650)
+      Staircase(epsilon=0.5, gamma=None, dimension=650)
+    """
+    if name not in _NOISE:
+        raise ValueError(f"mechanism must be one of {NOISE_MECHANISMS}, got {name!r}")
+    dimension = int(check_array("dimension", dimension, 1.0, np.inf, integer=True))
+    return _NOISE[name][0](parameter, dimension)
+
+
+def sensitivity_norm(event) -> str:
+    """The norm in which the sensitivity of an additive noise event is measured, so the norm to clip in:
+    ``"l2"`` for :class:`Gaussian`, ``"l1"`` for :class:`Laplace` and :class:`Staircase` (MATH §4, §6).
+
+    Example:
+      >>> from jaxpriv import events
+      >>> events.sensitivity_norm(events.Gaussian(1.0)), events.sensitivity_norm(events.Laplace(1.0))
+      ('l2', 'l1')
+    """
+    for make, norm in _NOISE.values():
+        if type(event) is type(make(1.0, 1)):
+            return norm
+    raise ValueError(f"event must be a Gaussian, Laplace or Staircase event, got {type(event).__name__}")
 
 
 def children(event) -> tuple:

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-import jaxpriv
+from jaxpriv import accounting, events
 from jaxpriv.cli import main
 
 BASE = ["train", "--dataset", "breast_cancer", "--epochs", "2", "--batch-size", "64", "--delta", "1e-5", "--quiet",
@@ -32,8 +32,9 @@ def test_train_json_and_plot(capsys, tmp_path):
     plan = summary["plan"]
     # the spent ε is the core's for the planned events
     group = plan["groups"][0]
-    assert summary["epsilon"] == float(jaxpriv.dpsgd_epsilon(group["rate"], group["noise_multiplier"],
-                                                             summary["steps"], 1e-5))
+    step = events.PoissonSampled(group["rate"], events.Gaussian(group["noise_multiplier"]))
+    assert summary["epsilon"] == float(accounting.epsilon(events.SelfComposed(step, summary["steps"]), 1e-5,
+                                                          accountant=accounting.RDP()))
     assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "test accuracy" in out and "ε" in out and "wrote json" in out
 

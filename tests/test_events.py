@@ -189,6 +189,26 @@ def test_validate_errors(event, match):
         ev.validate(event)
 
 
+def test_noise_mechanisms_by_name():
+    assert ev.noise_mechanism("gaussian", 1.1) == ev.Gaussian(1.1)
+    assert ev.noise_mechanism("laplace", 2.0, dimension=9) == ev.Laplace(2.0)  # worst case: one coordinate
+    assert ev.noise_mechanism("staircase", 0.5, dimension=650) == ev.Staircase(0.5, None, 650)
+    norms = {name: ev.sensitivity_norm(ev.noise_mechanism(name, 1.0)) for name in ev.NOISE_MECHANISMS}
+    assert norms == {"gaussian": "l2", "laplace": "l1", "staircase": "l1"}
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: ev.noise_mechanism("exponential", 1.0), r"mechanism must be one of \('gaussian', 'laplace', 'staircase'\)"),
+    (lambda: ev.noise_mechanism("staircase", 1.0, dimension=0), r"dimension must lie in \[1\.0, inf\), got 0"),
+    (lambda: ev.noise_mechanism("staircase", 1.0, dimension=2.5), r"dimension must be an integer, got 2\.5"),
+    (lambda: ev.sensitivity_norm(ev.RandomizedResponse(1.0, 2)), r"event must be a Gaussian, Laplace or Staircase"),
+    (lambda: ev.sensitivity_norm("gaussian"), r"event must be a Gaussian, Laplace or Staircase event, got str"),
+])
+def test_noise_mechanism_bad_input(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
 def test_validate_rejects_non_events():
     with pytest.raises(ValueError, match="event must be a jaxpriv.events event"):
         ev.validate(1.0)

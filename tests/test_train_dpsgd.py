@@ -17,9 +17,9 @@ import pytest
 from flax import nnx
 
 import jaxpriv
-from jaxpriv import calibrate, rdp
+from jaxpriv import accounting, calibrate, rdp
 from jaxpriv.report import plot_learning_curve
-from jaxpriv.accountant import Accountant, Gaussian, PoissonSampled
+from jaxpriv.accountant import Accountant, Gaussian, PoissonSampled, SelfComposed
 from jaxpriv.train import data, dpsgd, models, noise
 from jaxpriv.train.dpsgd import DPSGDConfig, GroupAccountant, plan_privacy, train
 from jaxpriv.train.sampling import PoissonSampler
@@ -45,7 +45,11 @@ def test_accountant_epsilon_is_the_core_epsilon():
     sigma = np.array([1.1, 0.8, 2.0, 5.0, 1.0])
     acc = GroupAccountant(q, sigma, DELTA, steps=1234)
     eps = acc.epsilon()
-    np.testing.assert_array_equal(eps, jaxpriv.dpsgd_epsilon(q, sigma, 1234, DELTA))  # the same kernel, bit for bit
+    # the trainer asks the library's one accountant: the same event, the same numbers, bit for bit
+    event = SelfComposed(PoissonSampled(q, Gaussian(sigma)), 1234)
+    np.testing.assert_array_equal(eps, accounting.epsilon(event, DELTA, accountant=accounting.RDP()))
+    # ...which the fused dpsgd_epsilon kernel (separately compiled) matches to its last bit or two
+    np.testing.assert_allclose(eps, jaxpriv.dpsgd_epsilon(q, sigma, 1234, DELTA), rtol=1e-15, atol=0)
     for qi, si, ei in zip(q, sigma, eps):  # and the event ledger (separately compiled: equal to rounding)
         ledger = Accountant().compose(PoissonSampled(qi, Gaussian(si)), count=1234).epsilon(DELTA)
         assert ei == pytest.approx(ledger, rel=1e-13, abs=0)
@@ -611,6 +615,28 @@ def test_staircase_digits_run_stays_within_budget():
     result = train(model, optax.sgd(1.0), d, config, progress=False)
     assert result.epsilon <= 3.0 and result.stopped == "completed"
     assert np.isfinite(result.test_accuracy)
+
+
+def test_a_harmonized_scale_the_accountant_rejects_is_an_error(monkeypatch):
+    """The Laplace/staircase plan trusts the Harmonizer because both ask the same accountant; a scale the
+    trainer's accountant finds over budget is a bug, reported, never nudged."""
+    from jaxpriv.mechanisms import harmonizer
+
+    real = harmonizer.harmonize
+    monkeypatch.setattr(harmonizer, "harmonize", lambda *a, **k: real(*a, **k)._replace(scale=real(*a, **k).scale / 2))
+    config = DPSGDConfig(epochs=1, batch_size=50, epsilon=2.0, delta=DELTA, mechanism="laplace")
+    with pytest.raises(RuntimeError, match="spends ε"):
+        plan_privacy(config, 1000)
+
+
+def test_the_config_mechanisms_are_the_event_mechanisms():
+    from jaxpriv import events
+    from jaxpriv.train.config import MECHANISMS
+
+    assert MECHANISMS == events.NOISE_MECHANISMS
+    plan = plan_privacy(DPSGDConfig(epochs=1, batch_size=50, noise_multiplier=3.0, mechanism="laplace"), 1000)
+    assert plan.noise_event() == events.Laplace(3.0)
+    assert GroupAccountant([0.1], [2.0], DELTA, mechanism="staircase", dimension=7).step.event.dimension == 7
 
 
 def test_bad_accountant_mechanism():

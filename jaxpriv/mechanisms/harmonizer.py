@@ -30,14 +30,10 @@ from .._numerics import check_array, check_broadcastable, float64
 
 __all__ = ["MECHANISMS", "Harmonized", "harmonize"]
 
-#: Mechanism names understood by :func:`harmonize`, each the event family of one round's noise and the
-#: range its scale is searched in (wide enough for any target the orders can certify).
-_FAMILIES = {
-    "gaussian": (lambda scale, dimension: events.Gaussian(scale), (1e-4, 1e8)),
-    "laplace": (lambda scale, dimension: events.Laplace(scale), (1e-4, 1e8)),
-    "staircase": (lambda epsilon0, dimension: events.Staircase(epsilon0, None, dimension), (1e-8, 100.0)),
-}
-MECHANISMS = tuple(_FAMILIES)
+#: The range each mechanism's noise parameter (σ, b, or the staircase's per-step ε₀) is searched in, wide
+#: enough for any target the orders can certify; the names are :data:`jaxpriv.events.NOISE_MECHANISMS`.
+_BOUNDS = {"gaussian": (1e-4, 1e8), "laplace": (1e-4, 1e8), "staircase": (1e-8, 100.0)}
+MECHANISMS = events.NOISE_MECHANISMS  # the names understood by :func:`harmonize`
 
 
 class Harmonized(NamedTuple):
@@ -49,8 +45,8 @@ class Harmonized(NamedTuple):
 
 def _rounds_event(mechanism: str, dimension: int, q, rounds):
     """scale ↦ T rounds of the client's mechanism, Poisson-subsampled at rate q (the Harmonizer's family)."""
-    step, _ = _FAMILIES[mechanism]
-    return lambda scale: events.SelfComposed(events.PoissonSampled(q, step(scale, dimension)), rounds)
+    return lambda scale: events.SelfComposed(
+        events.PoissonSampled(q, events.noise_mechanism(mechanism, scale, dimension)), rounds)
 
 
 def harmonize(mechanisms, epsilon, delta, q=1.0, rounds=1, orders=None, *, dimension=1, chunk_size=None,
@@ -122,7 +118,7 @@ def harmonize(mechanisms, epsilon, delta, q=1.0, rounds=1, orders=None, *, dimen
             with warnings.catch_warnings():  # an unmet target is reported once, below
                 warnings.simplefilter("ignore", RuntimeWarning)
                 found = calibrate.calibrate(family, flat["epsilon"][idx], flat["delta"][idx],
-                                            bounds=_FAMILIES[mechanism][1], accountant=accountant,
+                                            bounds=_BOUNDS[mechanism], accountant=accountant,
                                             chunk_size=chunk_size, progress=progress)
             met = np.isfinite(found)
             # one more step to the safe side, so that a recomputation rounding differently stays within target

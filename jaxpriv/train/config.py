@@ -13,7 +13,9 @@ from .._checks import check_values
 __all__ = ["DPSGDConfig", "check_config", "MECHANISMS", "PERSONALIZATION", "LOSSES"]
 
 PERSONALIZATION = ("sample", "scale")
-#: Noise mechanisms of :class:`DPSGDConfig` (see :mod:`jaxpriv.train.dpsgd` for how each is accounted).
+#: Noise mechanisms of :class:`DPSGDConfig` (see :mod:`jaxpriv.train.plan` for how each is accounted): the
+#: names of :data:`jaxpriv.events.NOISE_MECHANISMS`, spelled out here so that this module needs no JAX
+#: (the command line checks its arguments before importing it).
 MECHANISMS = ("gaussian", "laplace", "staircase")
 #: Built-in training losses of :class:`DPSGDConfig` (``loss``): softmax cross-entropy on integer class labels,
 #: or the mean squared error of a regression (:func:`jaxpriv.train.dpsgd.mse_loss`).

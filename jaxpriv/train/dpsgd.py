@@ -3,8 +3,8 @@
 One step (Abadi et al. 2016, with Poisson sampling as analysed by Mironov, Talwar, Zhang 2019):
 Poisson-sample a batch (:mod:`jaxpriv.train.sampling`, padded to a fixed bucket with a mask), clip each
 example's gradient and sum (:func:`jaxpriv.train.clipping.clipped_grad_sum`), add N(0, s²) with
-s = σ·C and divide by the *expected* batch size Σ_i q_i (:func:`jaxpriv.train.noise.gaussian_noise`),
-then apply any Optax optimizer. The step is one jitted function of arrays (the NNX graph definition is
+s = σ·C and divide by the *expected* batch size Σ_i q_i (:func:`jaxpriv.train.noise.noise_transform` of the
+plan's noise event), then apply any Optax optimizer. The step is one jitted function of arrays (the NNX graph definition is
 static), compiled once per bucket size.
 
 The privacy plan and its accountant live in :mod:`jaxpriv.train.plan`, the built-in models and losses in
@@ -170,9 +170,9 @@ def train(
     """Train ``model`` in place with DP-SGD and account its privacy after every epoch (MATH §6).
 
     Each step: Poisson sample with the plan's per-record rates, pad to a bucket, clip per example to
-    the record's clip norm and sum, add Gaussian noise of std s = σ·C
-    (:func:`jaxpriv.train.noise.gaussian_noise`) — or, with ``mechanism="laplace"``, clip in L1 norm and
-    add Lap(b·C) per coordinate (:func:`jaxpriv.train.noise.laplace_noise`) — divide by the expected batch
+    the record's clip norm and sum, add Gaussian noise of std s = σ·C — or, with ``mechanism="laplace"`` or
+    ``"staircase"``, clip in L1 norm and add Lap(b·C) or staircase noise per coordinate — through
+    :func:`jaxpriv.train.noise.noise_transform` of the plan's noise event, divide by the expected batch
     size Σ_i q_i, and apply ``optimizer``. See the module docstring for the privacy configurations and the stopping rule.
     With several devices the step runs data parallel, its batch sharded over them (:func:`make_step`); after
     :func:`jaxpriv.distributed.initialize` that is every process's devices (only process 0 writes checkpoints).
@@ -218,7 +218,8 @@ def train(
       >>> result.steps, result.history[-1].test_loss < result.history[0].test_loss
       (8, True)
     """
-    from .noise import gaussian_noise, laplace_noise, staircase_noise
+    from ..events import sensitivity_norm
+    from .noise import noise_transform
 
     if not isinstance(config, DPSGDConfig):
         raise ValueError(f"config must be a DPSGDConfig, got {type(config).__name__}")
@@ -244,12 +245,8 @@ def train(
         plan = PrivacyPlan(**meta["plan"], **{k[len("plan_"):]: arrays[k] for k in arrays if k.startswith("plan_")})
     sampler_seed, noise_seed, loss_seed = derive_seeds(config.seed)
     sampler = PoissonSampler(plan.record_rates, seed=sampler_seed)
-    if plan.mechanism == "staircase":  # per-step ε₀ at sensitivity C (γ = γ*)
-        noise = staircase_noise(float(plan.sigma[0]), None, float(plan.clip[0]), seed=noise_seed,
-                                normalize_by=plan.expected_batch_size)
-    else:
-        add_noise = laplace_noise if plan.mechanism == "laplace" else gaussian_noise
-        noise = add_noise(plan.noise_std, seed=noise_seed, normalize_by=plan.expected_batch_size)
+    noise = noise_transform(plan.noise_event(), seed=noise_seed, sensitivity=float(plan.clip[0]),
+                            normalize_by=plan.expected_batch_size)
     tx = optax.chain(noise, optimizer)
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     opt_state = tx.init(params)
@@ -268,7 +265,7 @@ def train(
 
     single = np.unique(plan.clip).size == 1  # one static clip norm, else per-record norms gathered in the step
     record_clip = jnp.asarray(plan.record_clip)
-    norm = "l2" if plan.mechanism == "gaussian" else "l1"
+    norm = sensitivity_norm(plan.noise_event())  # clip in the norm the noise's sensitivity is measured in
     step = make_step(graphdef, rest, tx, loss_fn, config.microbatch_size, float(plan.clip[0]) if single else None,
                       norm)
     evaluate = make_evaluator(graphdef, int(config.eval_batch_size), config.loss)

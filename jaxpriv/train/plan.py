@@ -3,7 +3,8 @@
 Privacy is planned before training (:func:`plan_privacy`) and accounted after every epoch
 (:class:`GroupAccountant`). Records are grouped by their (rate, noise multiplier); each group's ε is
 the exact RDP of the Poisson-subsampled Gaussian (MATH §1.3) composed over the steps taken (§1.7) and
-converted (§1.8) by the core's own kernel, :func:`jaxpriv.dpsgd_epsilon`. Configurations:
+converted (§1.8): the group's steps are an event (:mod:`jaxpriv.events`) and the library's RDP accountant
+(:func:`jaxpriv.accounting.epsilon`) reports its ε, as for every other caller. Configurations:
 
 * **target ε** — σ calibrated to ε for the planned number of steps (:func:`jaxpriv.calibrate.noise_multiplier`);
   or, when σ is given too, the rate q (:func:`jaxpriv.calibrate.sampling_rate`);
@@ -50,10 +51,9 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
-from .. import calibrate, rdp
-from ..accountant import dpsgd_epsilon
+from .. import accounting, calibrate, events, rdp
 from .._numerics import check_array, check_orders, float64
-from .config import MECHANISMS, DPSGDConfig, check_config
+from .config import DPSGDConfig, check_config
 
 __all__ = ["PrivacyPlan", "GroupAccountant", "plan_privacy"]
 
@@ -89,6 +89,12 @@ class PrivacyPlan:
     @property
     def record_clip(self) -> np.ndarray:
         return self.clip[self.group_of_record]
+
+    def noise_event(self):
+        """The event of the run's one noise, per unit of the clipped sum's sensitivity ``clip[0]`` (MATH §4,
+        §6): ``Gaussian(σ)``, ``Laplace(b)`` or ``Staircase(ε₀, None, d)`` at group 0's parameter. Every group
+        has the same σ_g·C_g = ``noise_std``, so one noise draw serves them all."""
+        return events.noise_mechanism(self.mechanism, float(self.sigma[0]), self.dimension)
 
     def arrays(self) -> dict:
         return {f"plan_{k}": getattr(self, k) for k in ("group_of_record", "budget", "rate", "sigma", "clip")}
@@ -218,8 +224,7 @@ def _harmonized_scale_for(mechanism: str, epsilon: float, rate: float, steps: in
                           dimension: int) -> float:
     """The Laplace scale b (per unit L1 sensitivity) or the staircase's per-step ε₀ that spends ``epsilon``
     in ``steps`` subsampled steps: UDP-FL's Harmonizer (:func:`jaxpriv.mechanisms.harmonizer.harmonize`)
-    solves exactly this; the result is re-checked with the trainer's own accountant and moved to the safe
-    side (b up, ε₀ down) if rounding disagrees."""
+    solves exactly this, with the accountant :class:`GroupAccountant` asks."""
     import warnings
 
     from ..mechanisms import harmonizer
@@ -230,11 +235,13 @@ def _harmonized_scale_for(mechanism: str, epsilon: float, rate: float, steps: in
                                        dimension=dimension).scale)
     if not (math.isfinite(b) and b > 0):
         raise _unattainable(f"epsilon {epsilon:g}")
-    safer = 1.0 + 1e-12 if mechanism == "laplace" else 1.0 - 1e-12
-    account = lambda scale: GroupAccountant([rate], [scale], delta, orders=orders, mechanism=mechanism,  # noqa: E731
-                                            dimension=dimension)
-    while account(b).epsilon(steps)[0] > epsilon:  # jit vs eager rounding: at most a step or two of 1e-12
-        b *= safer
+    # The Harmonizer solved with this very accountant (accounting.RDP at these orders, the same event), so
+    # the trainer's ε at b is the one it certified; a disagreement would be a bug, not rounding.
+    account = GroupAccountant([rate], [b], delta, orders=orders, mechanism=mechanism, dimension=dimension)
+    spent = float(account.epsilon(steps)[0])
+    if not spent <= epsilon:
+        raise RuntimeError(f"the Harmonizer's {mechanism} scale {b!r} spends ε = {spent!r} > {epsilon!r} by the "
+                           "trainer's accountant")
     return b
 
 
@@ -244,41 +251,42 @@ def _harmonized_scale_for(mechanism: str, epsilon: float, rate: float, steps: in
 
 
 class GroupAccountant:
-    """Per-group RDP accountant of DP-SGD: group g takes T steps of the Poisson-subsampled Gaussian with
-    rate q_g and noise multiplier σ_g (the clipped sum has sensitivity C_g and noise std σ_g·C_g).
+    """Per-group accountant of DP-SGD: group g takes T steps of its noise mechanism on a Poisson sample at
+    rate q_g, the event ``SelfComposed(PoissonSampled(q_g, noise_g), T)``, whose ε the library's RDP
+    accountant reports (:func:`jaxpriv.accounting.epsilon` with :class:`jaxpriv.accounting.RDP` at
+    ``orders``): the trainer asks the same accountant as every other caller. All steps of a run are alike,
+    so the state is the step count.
 
-    ε_g = min_α [T·ρ_PoiSG(α; q_g, σ_g) + improved conversion] (MATH §1.3, §1.7, §1.8), evaluated by
-    :func:`jaxpriv.dpsgd_epsilon` itself — the core's kernel, so the trainer's ε is the core's ε for the
-    same events, to the last bit. All steps of a run are alike, so the state is the step count.
-
-    With ``mechanism="laplace"`` the step is the Poisson-subsampled d-dimensional Laplace with L1
-    sensitivity 1 and scale b_g = ``sigmas[g]``, whose worst case is the 1-D curve (module docstring):
-    ε_g = improved conversion of T·:func:`jaxpriv.rdp.subsampled` (q_g, :func:`jaxpriv.rdp.laplace`
-    (b_g)) (Zhu & Wang 2019 at integer orders, its convexity chord between them; MATH §1.2, §1.4).
+    * ``"gaussian"``: the Poisson-subsampled Gaussian, exact RDP (MATH §1.3), composed (§1.7) and converted
+      (§1.8); σ_g = ``sigmas[g]`` (the clipped sum has sensitivity C_g and noise std σ_g·C_g).
+    * ``"laplace"``: the Poisson-subsampled d-dimensional Laplace with L1 sensitivity 1 and scale b_g =
+      ``sigmas[g]``, whose worst case is the 1-D curve (module docstring; Zhu & Wang 2019, MATH §1.2, §1.4).
+    * ``"staircase"``: per-coordinate staircase noise at per-step ε₀ = ``sigmas[g]`` over d = ``dimension``
+      coordinates (:func:`jaxpriv.mechanisms.staircase.rdp_l1`).
 
     Args:
-      rates, sigmas: per-group q_g ∈ [0, 1] and σ_g > 0 (1-D, same length); b_g for ``"laplace"``.
+      rates, sigmas: per-group q_g ∈ [0, 1] and σ_g > 0 (1-D, same length); b_g or ε₀_g as above.
       delta: δ ∈ (0, 1).
       orders: Rényi orders (default :data:`jaxpriv.rdp.DEFAULT_ORDERS`).
       steps: steps already taken (≥ 0).
-      mechanism: ``"gaussian"``, ``"laplace"`` or ``"staircase"`` (per-step ε₀ in ``sigmas``).
-      dimension: number of noised coordinates d; required for ``"staircase"`` (accounted with
-        d·ρ(1/d), :func:`jaxpriv.mechanisms.staircase.rdp_l1`), ignored otherwise.
+      mechanism: one of :data:`jaxpriv.events.NOISE_MECHANISMS`.
+      dimension: number of noised coordinates d; required for ``"staircase"``, ignored otherwise.
 
     Example:
       >>> from jaxpriv.train.dpsgd import GroupAccountant
       >>> acc = GroupAccountant([0.01], [1.1], delta=1e-5, steps=10_000)
       >>> round(float(acc.epsilon()[0]), 4)
       5.632
+      >>> acc.step
+      PoissonSampled(rate=array([0.01]), event=Gaussian(noise_multiplier=array([1.1])))
     """
 
     def __init__(self, rates, sigmas, delta: float, *, orders=None, steps: int = 0, mechanism: str = "gaussian",
                  dimension: int | None = None):
-        if mechanism not in MECHANISMS:
-            raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
+        if mechanism not in events.NOISE_MECHANISMS:
+            raise ValueError(f"mechanism must be one of {events.NOISE_MECHANISMS}, got {mechanism!r}")
         if mechanism == "staircase" and dimension is None:  # the 1-D curve is not a bound for d > 1
             raise ValueError("dimension (the number of noised coordinates d ≥ 1) is required for mechanism 'staircase'")
-        dimension = int(check_array("dimension", 1 if dimension is None else dimension, 1.0, np.inf, integer=True))
         self.orders = check_orders(rdp.DEFAULT_ORDERS if orders is None else orders)
         rates = np.atleast_1d(np.asarray(check_array("rates", rates, 0.0, 1.0)))
         sigmas = np.atleast_1d(np.asarray(check_array("sigmas", sigmas, 0.0, np.inf, lo_open=True)))
@@ -286,23 +294,16 @@ class GroupAccountant:
             raise ValueError(f"rates and sigmas must be 1-D of the same length, got {rates.shape} and {sigmas.shape}")
         self.delta = float(check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True))
         self.steps = int(check_array("steps", steps, 0.0, np.inf, integer=True))
-        self.rates, self.sigmas, self.mechanism = rates, sigmas, mechanism
-        self._curve = None
-        if mechanism == "laplace":  # one step's curve (G, K); T steps compose to T times it (MATH §1.7)
-            self._curve = rdp.subsampled(rates, lambda a: rdp.laplace(sigmas, a), self.orders)
-        elif mechanism == "staircase":  # per-coordinate staircase, L1 sensitivity 1 over d coordinates
-            from ..mechanisms import staircase
-
-            self._curve = rdp.subsampled(rates, lambda a: staircase.rdp_l1(sigmas, dimension, orders=a), self.orders)
+        #: one step of every group, as an event
+        self.step = events.PoissonSampled(rates, events.noise_mechanism(mechanism, sigmas, 1 if dimension is None
+                                                                         else dimension))
+        self._accountant = accounting.RDP(self.orders)
 
     def epsilon(self, steps: int | None = None) -> np.ndarray:
         """ε of every group after ``steps`` steps (default: the steps taken), float64 (G,)."""
         steps = self.steps if steps is None else int(check_array("steps", steps, 0.0, np.inf, integer=True))
-        if self._curve is not None:
-            return np.asarray(rdp.to_epsilon(steps * self._curve, self.orders, self.delta)[0],
-                              dtype=np.float64).reshape(-1)
-        return np.asarray(dpsgd_epsilon(self.rates, self.sigmas, steps, self.delta, orders=self.orders),
-                          dtype=np.float64).reshape(-1)
+        return accounting.epsilon(events.SelfComposed(self.step, steps), self.delta,
+                                  accountant=self._accountant).reshape(-1)
 
     def steps_within(self, budgets, limit: int) -> int:
         """Largest k ≤ ``limit`` such that every group stays within its budget after k more steps
