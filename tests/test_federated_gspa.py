@@ -13,6 +13,7 @@ from flax import nnx
 
 from jaxpriv.federated import gspa, partition
 from jaxpriv.mechanisms import gaussian
+from jaxpriv.reproduce import gspa as gspa_reproduction
 from jaxpriv.shuffle import bounds, personalized
 from jaxpriv.train import data, dpsgd
 
@@ -308,7 +309,7 @@ def test_estimation_accounting_equals_the_engines():
 
 
 def test_estimation_data_is_the_raw_ink_count_over_16(digits):
-    x_mean, x_freq = gspa._estimation_data()
+    x_mean, x_freq = gspa_reproduction._estimation_data()
     assert x_mean.shape == x_freq.shape == (1797,)
     assert np.all((x_mean >= 0.0) & (x_mean <= 1.0))
     counts = 16 * x_mean
@@ -328,15 +329,15 @@ def test_estimation_orderings_on_digits(tmp_path):
     """At the paper's defaults on digits, 3 seeds. Measured (seeds 0-2): mean MSE personalized 6.4e-2,
     minimum 1.2e-1, uniform-mean 1.1e-2; frequency 5.2e-3 / 5.6e-2 / 5.1e-3 (personalized ≈ uniform-mean:
     no ordering asserted there); f_c 0.01 → 0.5 raises the mean MSE ~11× and the frequency MSE ~2.6×."""
-    x_mean, x_freq = gspa._estimation_data()
-    eps = gspa._level_budgets(x_mean.size, 0.54, 0.1)
+    x_mean, x_freq = gspa_reproduction._estimation_data()
+    eps = gspa_reproduction._level_budgets(x_mean.size, 0.54, 0.1)
     mean = gspa.mean_experiment(x_mean, eps, seeds=(0, 1, 2)).mse
     freq = gspa.frequency_experiment(x_freq, eps, seeds=(0, 1, 2)).mse
     assert np.all(mean[1] > 1.5 * mean[0]) and np.all(mean[0] > 3 * mean[2])
     assert np.all(freq[1] > 5 * freq[0])
     for experiment, x in ((gspa.mean_experiment, x_mean), (gspa.frequency_experiment, x_freq)):
-        few = experiment(x, gspa._level_budgets(x.size, 0.01, 0.1), seeds=(0, 1, 2)).mse[0]
-        many = experiment(x, gspa._level_budgets(x.size, 0.5, 0.1), seeds=(0, 1, 2)).mse[0]
+        few = experiment(x, gspa_reproduction._level_budgets(x.size, 0.01, 0.1), seeds=(0, 1, 2)).mse[0]
+        many = experiment(x, gspa_reproduction._level_budgets(x.size, 0.5, 0.1), seeds=(0, 1, 2)).mse[0]
         assert np.all(many > 2 * few)
 
 
@@ -374,8 +375,8 @@ BAD_ESTIMATION = [
     ("accounting delta 0", lambda: gspa.estimation_accounting(EPS10, 0.0), "delta"),
     ("accounting delta 1", lambda: gspa.estimation_accounting(EPS10, 1.0), "delta"),
     ("accounting delta array", lambda: gspa.estimation_accounting(EPS10, [1e-6, 1e-6]), "delta"),
-    ("reproduce seeds empty", lambda: gspa.reproduce(True, "/tmp", seeds=()), "seeds"),
-    ("reproduce seeds negative", lambda: gspa.reproduce(True, "/tmp", seeds=(-1,)), "seeds"),
+    ("reproduce seeds empty", lambda: gspa_reproduction.reproduce(True, "/tmp", seeds=()), "seeds"),
+    ("reproduce seeds negative", lambda: gspa_reproduction.reproduce(True, "/tmp", seeds=(-1,)), "seeds"),
 ]
 
 
