@@ -20,13 +20,11 @@ from jaxpriv.federated.partition import ClientData
 from jaxpriv.federated.rpdp import (
     METHODS,
     RPDPConfig,
-    accuracy_comparison,
     assign_rates,
     dp_local_update,
-    reproduce,
-    scf_comparison,
     train,
 )
+from jaxpriv.reproduce.rpdp import accuracy_comparison, reproduce, scf_comparison
 from jaxpriv.train import data, dpsgd
 
 LOSS = dpsgd.cross_entropy_loss
