@@ -18,6 +18,7 @@ from jaxpriv.federated import partition, simulator, udpfl
 from jaxpriv.federated.partition import ClientData
 from jaxpriv.federated.simulator import ServerState
 from jaxpriv.mechanisms import harmonizer, staircase
+from jaxpriv.reproduce import udpfl as udpfl_reproduction
 from jaxpriv.shuffle import bounds
 from jaxpriv.train import data, dpsgd
 
@@ -275,7 +276,7 @@ def test_accuracy_ordering_over_seeds(digits):
     (staircase best) does not hold under a sound accounting: gaussian leads by > 0.5 in every seed. Laplace
     vs staircase is not asserted (laplace led in seeds 0-4 here, but they tie at T = 30). Mode connectivity
     beats the mean for both mechanisms in every seed (mostly the public data's doing, see reproduce)."""
-    s = udpfl._SETTING
+    s = udpfl_reproduction._SETTING
     order = np.random.default_rng(0).permutation(digits.n_train)
     k = int(round(s["server_fraction"] * digits.n_train))
     server, own = (digits.x_train[order[:k]], digits.y_train[order[:k]]), order[k:]

@@ -15,11 +15,10 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from jaxpriv import report
-from jaxpriv.federated import udpfl
 from jaxpriv.federated import rpdp_accounting as acct
 from jaxpriv.shuffle import summary
 from jaxpriv.report import plot_learning_curve
-from jaxpriv.reproduce import apes, gspa, rpdp
+from jaxpriv.reproduce import apes, gspa, rpdp, udpfl
 from jaxpriv.train.dpsgd import EpochRecord
 
 _SLACK = 1.0  # display pixels of tolerance at the canvas edge and legend frame

@@ -33,7 +33,7 @@ SYSTEMS = {
     "apes": ("jaxpriv.reproduce.apes", "APES / S-APES (seed 000): Table 3 privacy and accuracy vs baselines"),
     "gspa": ("jaxpriv.reproduce.gspa", "GSPA / E-APES (seeds 001, 003): privacy bounds, multinomial TV, shuffled SGD"),
     "rpdp": ("jaxpriv.reproduce.rpdp", "rPDP-FL (seed 004): SCF vs exact inversion, accuracy vs baselines"),
-    "udpfl": ("jaxpriv.federated.udpfl", "UDP-FL (seed 002): Harmonizer scales and accuracy per mechanism"),
+    "udpfl": ("jaxpriv.reproduce.udpfl", "UDP-FL (seed 002): Harmonizer scales and accuracy per mechanism"),
 }
 
 
