@@ -11,7 +11,7 @@
 3. Private names of third-party packages are allowed only where :data:`THIRD_PARTY_PRIVATE` lists them,
    each with its reason.
 
-Not modelled: ``importlib.import_module`` by name (:mod:`jaxpriv.reproduce` runs the federated systems so),
+Not modelled: ``importlib.import_module`` by name (:mod:`jaxpriv.reproduce` runs its system modules so),
 and the parent packages an import runs: ``from ..mechanisms import staircase`` is an import of
 ``jaxpriv.mechanisms.staircase`` (layer 2), although Python also runs the eager ``mechanisms/__init__``,
 which loads the harmonizer (layer 5; its one import of the accountants is lazy, so nothing cycles).
@@ -48,8 +48,11 @@ LAYERS = [
                      "jaxpriv.shuffle.rounds", "jaxpriv.shuffle.summary", "jaxpriv.shuffle"]),
     # DP-SGD: data, sampling, clipping, noise, the trainer
     ("train", ["jaxpriv.train", "jaxpriv.train.*"]),
-    # the seed systems, and reproduce's verdict helpers they report with (reproduce runs them by name)
-    ("federated", ["jaxpriv.federated", "jaxpriv.federated.*", "jaxpriv.reproduce", "jaxpriv.reproduce.*"]),
+    # the seed systems: their clients, aggregators, accounting and builders
+    ("federated", ["jaxpriv.federated", "jaxpriv.federated.*"]),
+    # the papers' tables, figures and constants, regenerated from the library (reproduce runs its system
+    # modules by name); nothing in the library imports it, only the command line
+    ("reproduction", ["jaxpriv.reproduce", "jaxpriv.reproduce.*"]),
     # front ends: the package's lazy namespace (and __version__), the report and the command line
     ("front ends", ["jaxpriv", "jaxpriv.report", "jaxpriv.cli", "jaxpriv.__main__"]),
 ]

@@ -8,7 +8,8 @@ per-record budget accountant with its baselines (SCF curve fit, Minimum, Dropout
 
 The seeds' systems are configurations of the simulator: :mod:`~jaxpriv.federated.apes` (APES / S-APES),
 :mod:`~jaxpriv.federated.gspa` (GSPA shuffled SGD), :mod:`~jaxpriv.federated.rpdp` (rPDP-FL) and
-:mod:`~jaxpriv.federated.udpfl` (UDP-FL).
+:mod:`~jaxpriv.federated.udpfl` (UDP-FL). Their papers' tables and figures are regenerated from them
+by the reproduction layer above the library, :mod:`jaxpriv.reproduce` (``jaxpriv reproduce``).
 """
 
 from . import apes, gspa, partition, rpdp, rpdp_accounting, simulator, udpfl
