@@ -16,7 +16,9 @@ add Gaussian noise N(0, σ²C²), σ = 1, to the clipped sum, divided by the bat
   ``"ghost"`` and ``"vmap"`` paths separately) + ``jaxpriv.train.noise.gaussian_noise`` + ``optax.sgd``,
   one ``jax.jit``-compiled step.
 * **jaxpriv train() step** — the public trainer's step (``make_step``): a Poisson batch of expected size 256
-  from the bench's 1024 images, padded to its bucket (goal: ≤ 1.1× the bare DP step above).
+  from the bench's 1024 images, padded to its bucket (goal: ≤ 1.1× the bare DP step above). With
+  ``--chunk N`` also the same step processing the batch in physical chunks of N examples (a loop that stops
+  after the last chunk holding a sampled example: the logical-batch path, ``DPSGDConfig.microbatch_size``).
 * **JAX non-private** — ``jax.grad`` of the mean loss + ``optax.sgd``, same model, one jitted step.
 * **jax_privacy** (if importable) — ``jax_privacy.clipping.clipped_grad`` (vmap per-example gradients)
   + ``jax_privacy.noise_addition.gaussian_privatizer`` + ``optax.sgd``, one jitted step.
@@ -400,7 +402,7 @@ class TrainerContender:
     of expected size 256 drawn by :class:`~jaxpriv.train.sampling.PoissonSampler` from the bench's 1024
     images, padded to its bucket, gathered on device, clipped, noised, applied."""
 
-    def __init__(self, name, graphdef, params, rest, xs, ys, seed: int):
+    def __init__(self, name, graphdef, params, rest, xs, ys, seed: int, chunk: int | None = None):
         from jaxpriv.train.dpsgd import make_step
         from jaxpriv.train.sampling import PoissonSampler
 
@@ -410,7 +412,7 @@ class TrainerContender:
         n = self.x.shape[0]
         self.sampler = PoissonSampler(np.full(n, BATCH / n), seed=seed)
         self.tx = optax.chain(gaussian_noise_transform(seed)[0], optax.sgd(LR))
-        self.step = make_step(graphdef, rest, self.tx, per_example_loss, None, CLIP)
+        self.step = make_step(graphdef, rest, self.tx, per_example_loss, chunk, CLIP)
         self.params, self.opt_state = params, self.tx.init(params)
         self.clip, self.key, self.t = jnp.full(n, CLIP), jax.random.key(seed), 0
 
@@ -492,12 +494,17 @@ def main(argv=None) -> int:
                         help="the CNN's max-pool: four shifted views (default) or nnx.max_pool")
     parser.add_argument("--model", choices=("cnn", "transformer"), default="cnn",
                         help="the CNN (all contenders) or jaxpriv's tiny Transformer (JAX contenders only)")
+    parser.add_argument("--chunk", type=int, metavar="N",
+                        help="also time the train() step with its Poisson batch processed in physical chunks of N "
+                             "examples (the logical-batch loop, DPSGDConfig.microbatch_size)")
     parser.add_argument("--rounds", type=int, help="timed rounds per contender (default 7, 3 with --quick)")
     parser.add_argument("--steps", type=int, help="steps per timed round (default 10, 4 with --quick)")
     args = parser.parse_args(argv)
     mode = "quick" if args.quick else "full"
     rounds = args.rounds or (3 if args.quick else 7)
     steps = args.steps or (4 if args.quick else 10)
+    if args.chunk is not None and args.chunk < 1:
+        parser.error(f"--chunk must be an integer ≥ 1, got {args.chunk}")
     t_start = time.perf_counter()
 
     jp_mods, jp_why = import_jax_privacy()
@@ -563,6 +570,9 @@ def main(argv=None) -> int:
     state, step = jax_nonprivate(graphdef, params, rest)
     contenders.append(JaxContender("JAX non-private", state, step, xs, ys))
     contenders.append(TrainerContender("jaxpriv train() step", graphdef, params, rest, xs, ys, args.seed))
+    if args.chunk:
+        contenders.append(TrainerContender(f"jaxpriv train() step, chunks of {args.chunk}", graphdef, params, rest,
+                                           xs, ys, args.seed, chunk=args.chunk))
     if jp_mods is not None:
         state, step = jax_privacy_dp(jp_mods, graphdef, params, rest, args.seed)
         contenders.append(JaxContender("jax_privacy clipped_grad", state, step, xs, ys))
