@@ -14,40 +14,18 @@ E-APES trade-off / (ε, δ) curve (MATH §3.3).
 
 from .._lazy import lazy_attributes
 
-__all__ = [
-    "clones_delta",
-    "clones_epsilon",
-    "personalized_epsilon",
-    "poisson_binomial_logpmf",
-    "lattice_gaussian_tv",
-    "gspa_eq14",
-    "eapes_epsilon",
-    "fmt22_closed_form",
-    "erlingsson19",
-    "apes_echo_sum",
-    "apes_theorem4",
-    "sapes_proposition1",
-    "gspa_mu",
-    "gspa_mu_composed",
-    "girgis_rdp",
-    "girgis_rdp_simplified",
-    "girgis_rdp_lower",
-    "mean_estimation",
-    "frequency_estimation",
-    "Estimate",
-    "rounds_epsilon",
-    "rounds_summary",
-]
-
-# Submodules load on first use: the budget specifications (.budgets) need no JAX.
-__getattr__, __dir__ = lazy_attributes(__name__, {
-    **{name: "bounds" for name in ("apes_echo_sum", "apes_theorem4", "erlingsson19", "fmt22_closed_form",
-                                   "girgis_rdp", "girgis_rdp_lower", "girgis_rdp_simplified", "gspa_mu",
-                                   "gspa_mu_composed", "sapes_proposition1")},
+#: Each public name and the submodule it lives in; submodules load on first use (the budget
+#: specifications, .budgets, need no JAX).
+_HOMES = {
+    **{name: "bounds" for name in ("fmt22_closed_form", "erlingsson19", "apes_echo_sum", "apes_theorem4",
+                                   "sapes_proposition1", "gspa_mu", "gspa_mu_composed", "girgis_rdp",
+                                   "girgis_rdp_simplified", "girgis_rdp_lower")},
     "clones_delta": "clones", "clones_epsilon": "clones",
-    "Estimate": "estimators", "frequency_estimation": "estimators", "mean_estimation": "estimators",
-    "eapes_epsilon": "multinomial", "gspa_eq14": "multinomial", "lattice_gaussian_tv": "multinomial",
     "personalized_epsilon": "personalized",
     "poisson_binomial_logpmf": "poisson_binomial",
+    "lattice_gaussian_tv": "multinomial", "gspa_eq14": "multinomial", "eapes_epsilon": "multinomial",
+    "mean_estimation": "estimators", "frequency_estimation": "estimators", "Estimate": "estimators",
     "rounds_epsilon": "rounds", "rounds_summary": "rounds",
-})
+}
+__all__ = list(_HOMES)
+__getattr__, __dir__ = lazy_attributes(__name__, _HOMES)
