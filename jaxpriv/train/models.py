@@ -189,8 +189,10 @@ class Transformer(nnx.Module):
       >>> import jax.numpy as jnp
       >>> from flax import nnx
       >>> from jaxpriv.train.models import Transformer
-      >>> Transformer(8, 8, 10, rngs=nnx.Rngs(0))(jnp.ones((2, 64))).shape
-      (2, 10)
+      >>> model = Transformer(8, 8, 10, dtype=jnp.bfloat16, rngs=nnx.Rngs(0))  # digits: 8 rows of 8 pixels
+      >>> out = model(jnp.ones((2, 64)))
+      >>> out.shape, str(out.dtype), str(model.head.kernel.dtype)  # bfloat16 compute, float32 parameters
+      ((2, 10), 'bfloat16', 'float32')
     """
 
     def __init__(self, length: int, features: int, num_classes: int = 10, *, width: int = 32, heads: int = 4,
