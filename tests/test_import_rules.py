@@ -62,7 +62,7 @@ THIRD_PARTY_PRIVATE = {
     # the active JAX traces, to tell a leaked tracer from a live one; jax.core exposes no accessor
     ("jaxpriv._numerics", "jax._src.core"): "the trace stack has no public accessor",
     # flax's own conversion of an nnx.Conv's layout, so the per-example convolution matches it exactly
-    ("jaxpriv.train.clipping", "flax.nnx.nn.linear._conv_dimension_numbers"): "nnx.Conv's layout, no public API",
+    ("jaxpriv.train._ghost", "flax.nnx.nn.linear._conv_dimension_numbers"): "nnx.Conv's layout, no public API",
 }
 
 _LAYER = {entry: index for index, (_, entries) in enumerate(LAYERS) for entry in entries}

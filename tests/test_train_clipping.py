@@ -27,7 +27,7 @@ import optax
 import pytest
 from flax import nnx
 
-from jaxpriv.train import clipping
+from jaxpriv.train import _ghost, clipping
 from jaxpriv.train.clipping import (
     ClippedGradient,
     check_per_example,
@@ -268,7 +268,7 @@ def assert_matches(out: ClippedGradient, want: dict, want_norms, tol: float, row
 
 
 def ghost_names(model) -> set:
-    return set(clipping._ghost_layers(model, nnx.state(model, nnx.Param)))
+    return set(_ghost.ghost_layers(model, nnx.state(model, nnx.Param)))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -323,7 +323,7 @@ def test_conv_padding_modes_match_loop():
     want, norms = reference(per_example_grads(model, x, y), 0.3)
     assert_matches(clipped(model, x, y, 0.3, method="ghost"), want, norms, F32_TOL)
     masked = nnx.Conv(2, 3, (3, 3), mask=jnp.ones((3, 3, 2, 3)), rngs=nnx.Rngs(3))
-    assert clipping._ghost_kind(masked) is None
+    assert _ghost._ghost_kind(masked) is None
 
 
 def test_outer_sq_norm_routes():
@@ -332,7 +332,7 @@ def test_outer_sq_norm_routes():
     for t, d, p in [(1, 5, 3), (3, 20, 30), (40, 4, 3)]:
         a, g = rng.standard_normal((t, d)), rng.standard_normal((t, p))
         with jax.enable_x64(True):
-            got = float(clipping._outer_sq_norm(jnp.asarray(a), jnp.asarray(g)))
+            got = float(_ghost._outer_sq_norm(jnp.asarray(a), jnp.asarray(g)))
         assert got == pytest.approx(float(np.sum((a.T @ g) ** 2)), rel=1e-12)
 
 
