@@ -15,9 +15,10 @@ Two rules live here (MATH §0.3-0.4), and one default:
 * Compiled kernels are kept on disk (:func:`use_persistent_cache`, run on import): a kernel's first
   call compiles for seconds, and the next process reads it back.
 
-It also holds the library's root finders, :func:`solve_monotone` and :func:`bisect_floats` (public as
-:func:`jaxpriv.calibrate.solve_monotone` and :func:`jaxpriv.calibrate.bisect_floats`), below every module
-that solves for a parameter.
+It also holds the one seeding helper, :func:`derive_seeds` (the trainer's and the federated simulator's
+independent seeds from one user seed), and the library's root finders, :func:`solve_monotone` and
+:func:`bisect_floats` (public as :func:`jaxpriv.calibrate.solve_monotone` and
+:func:`jaxpriv.calibrate.bisect_floats`), below every module that solves for a parameter.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ __all__ = [
     "as_output",
     "solve_monotone",
     "bisect_floats",
+    "derive_seeds",
 ]
 
 
@@ -376,3 +378,28 @@ def bisect_floats(is_high, lo, hi):
 
     lo, hi = jax.lax.fori_loop(0, 64, step, (to_bits(lo), to_bits(hi)))
     return to_float(lo), to_float(hi)
+
+
+def derive_seeds(seed: int, count: int) -> tuple[int, ...]:
+    """``count`` independent 32-bit seeds from one seed: the first ``count`` words of numpy's
+    ``SeedSequence(seed).generate_state`` (O'Neill's seed-sequence hashing, NumPy NEP 19), so a caller
+    that needs fewer seeds gets a prefix of a caller that needs more, and every stream of a run (client
+    or record sampling, round keys, noise) is a function of the one seed. The one seeding helper of
+    :func:`jaxpriv.train.dpsgd.train` (3 seeds), :mod:`jaxpriv.train.private` (3) and
+    :func:`jaxpriv.federated.simulator.run` (2).
+
+    Args:
+      seed: integer ≥ 0.
+      count: number of seeds, an integer ≥ 1.
+
+    Returns:
+      tuple of ``count`` Python ints in [0, 2³²).
+
+    Example:
+      >>> derive_seeds(0, 3)[:2] == derive_seeds(0, 2)
+      True
+    """
+    for name, value, lo in (("seed", seed, 0), ("count", count, 1)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lo:
+            raise ValueError(f"{name} must be an integer in [{lo}, inf), got {value!r}")
+    return tuple(int(s) for s in np.random.SeedSequence(int(seed)).generate_state(int(count)))

@@ -18,6 +18,7 @@ from flax import nnx
 
 import jaxpriv
 from jaxpriv import accounting, calibrate, rdp
+from jaxpriv._numerics import derive_seeds
 from jaxpriv.report import plot_learning_curve
 from jaxpriv.accountant import Accountant, Gaussian, PoissonSampled, SelfComposed
 from jaxpriv.train import data, dpsgd, models, noise
@@ -144,6 +145,20 @@ def test_plan_scale_mode_idp_sgd():
     assert np.all(eps <= plan.budget)
 
 
+def test_derive_seeds_is_the_seed_sequence_and_a_prefix_across_counts():
+    # the trainer draws 3 seeds, the federated simulator 2: the same first two, so neither moves
+    for seed in (0, 1, 7, 2**32 - 1):
+        want = tuple(int(s) for s in np.random.SeedSequence(seed).generate_state(3))
+        assert derive_seeds(seed, 3) == want and derive_seeds(seed, 2) == want[:2]
+
+
+@pytest.mark.parametrize("seed,count,name", [(-1, 2, "seed"), (1.5, 2, "seed"), (True, 2, "seed"),
+                                             (0, 0, "count"), (0, 2.0, "count")])
+def test_derive_seeds_bad_input(seed, count, name):
+    with pytest.raises(ValueError, match=rf"{name} must be an integer in \[\d, inf\)"):
+        derive_seeds(seed, count)
+
+
 # --------------------------------------------------------------------------------------------------
 # the step against an oracle
 # --------------------------------------------------------------------------------------------------
@@ -152,7 +167,7 @@ def test_plan_scale_mode_idp_sgd():
 def _oracle_step(model, d, plan, config, lr):
     """One DP-SGD step written out: per-example gradients by a Python loop, clipped to each record's
     clip norm, summed, then the noise transform's own noise and Σq normalisation, then SGD."""
-    sampler_seed, noise_seed, _ = dpsgd.derive_seeds(config.seed)
+    sampler_seed, noise_seed, _ = derive_seeds(config.seed, 3)
     batch = PoissonSampler(plan.record_rates, seed=sampler_seed).sample(0)
     chosen = np.asarray(batch.indices)[np.asarray(batch.mask)]
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)

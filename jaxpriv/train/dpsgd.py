@@ -28,6 +28,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from .._numerics import derive_seeds
 from .checkpoint import arrays_to_tree, leaves_to_arrays, load_checkpoint, run_fingerprint, save_checkpoint
 from .config import DPSGDConfig, check_config
 from .data import as_dataset
@@ -45,7 +46,6 @@ __all__ = [
     "plan_privacy",
     "train",
     "make_step",
-    "derive_seeds",
     "cross_entropy_loss",
     "mse_loss",
     "make_evaluator",
@@ -115,12 +115,6 @@ class TrainResult:
             },
             "history": [dataclasses.asdict(r) for r in self.history],
         }
-
-
-def derive_seeds(seed: int) -> tuple[int, int, int]:
-    """Independent seeds for the sampler, the noise and the loss function's keys, from one seed (as
-    :func:`train` and :mod:`jaxpriv.train.private` draw them)."""
-    return tuple(int(s) for s in np.random.SeedSequence(seed).generate_state(3))
 
 
 def make_step(graphdef, rest, tx, loss_fn, microbatch_size: int | None, clip: float | None, norm: str = "l2"):
@@ -243,7 +237,7 @@ def train(
     else:
         meta, arrays = saved
         plan = PrivacyPlan(**meta["plan"], **{k[len("plan_"):]: arrays[k] for k in arrays if k.startswith("plan_")})
-    sampler_seed, noise_seed, loss_seed = derive_seeds(config.seed)
+    sampler_seed, noise_seed, loss_seed = derive_seeds(config.seed, 3)  # sampler, noise, loss keys
     sampler = PoissonSampler(plan.record_rates, seed=sampler_seed)
     noise = noise_transform(plan.noise_event(), seed=noise_seed, sensitivity=float(plan.clip[0]),
                             normalize_by=plan.expected_batch_size)

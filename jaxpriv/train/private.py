@@ -51,7 +51,8 @@ class PrivateTrainer:
 
     def __init__(self, model, tx, x, y, loss_fn, *, sample_rate, noise_multiplier, max_grad_norm, delta,
                  target_epsilon, total_steps, seed, microbatch_size):
-        from .dpsgd import GroupAccountant, derive_seeds, make_step
+        from .._numerics import derive_seeds
+        from .dpsgd import GroupAccountant, make_step
         from .sampling import PoissonSampler
 
         self.model = model
@@ -59,7 +60,7 @@ class PrivateTrainer:
         self.max_grad_norm, self.delta = float(max_grad_norm), float(delta)
         self.target_epsilon, self.total_steps = target_epsilon, int(total_steps)
         self.accountant = GroupAccountant([self.sample_rate], [self.noise_multiplier], self.delta)
-        sampler_seed, noise_seed, loss_seed = derive_seeds(seed)
+        sampler_seed, noise_seed, loss_seed = derive_seeds(seed, 3)
         n = int(np.shape(x)[0])
         self._sampler = PoissonSampler(self.sample_rate, seed=sampler_seed, n=n)
         from .. import events
