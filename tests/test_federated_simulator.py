@@ -1,7 +1,8 @@
 """Federated simulator: the vmapped, chunked (and 4-device sharded) round against a plain Python loop over
 clients with the same keys; FedAvg with one client against centralised gradient descent written here;
 FedProx against its own proximal-gradient loop and the ‖Δ‖ ≤ G/μ bound; client-sampling frequencies
-against the binomial law; empty rounds; aggregators against numpy means; a DP-SGD local update with
+against the binomial law; empty rounds; the round hook (state set before a round, metrics, early stop,
+no hook = an identity hook); aggregators against numpy means; a DP-SGD local update with
 per-record rates in the client state; accuracy on digits; every bad input."""
 
 import os
@@ -21,6 +22,7 @@ from jaxpriv.federated.partition import ClientData
 from jaxpriv.federated.simulator import (
     Aggregator,
     LocalResult,
+    RoundHook,
     ServerState,
     default_chunk_size,
     fedavg_local_sgd,
@@ -236,6 +238,72 @@ def test_empty_rounds_leave_the_model_unchanged(digits):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+def _state_reporting_update(params, state, data, key):
+    """Moves nothing; reports the state it was given and writes back state + 1."""
+    return LocalResult(jax.tree.map(jnp.zeros_like, params), state + 1, {"state": state.astype(jnp.float32)})
+
+
+def test_round_hook_sets_the_state_each_round_runs_on():
+    num = 5
+    clients = ClientData(np.zeros((num, 2, 1), np.float32), np.zeros((num, 2), np.int32), np.ones((num, 2), bool),
+                         np.full(num, 2, np.int32))
+    given, seen_after = [], []
+
+    def before(t, state):
+        given.append(np.asarray(state))
+        return np.full(num, 10 * t, np.int32)  # the round must run on this, not on what was written back
+
+    def after(t, ids, server, state):
+        seen_after.append(np.asarray(state))
+        return {}, False
+
+    result = run(nnx.Linear(1, 1, rngs=nnx.Rngs(0)), _state_reporting_update, clients, rounds=3,
+                 client_state=np.zeros(num, np.int32), round_hook=RoundHook(before, after), progress=False)
+    assert [r.client_metrics["state"] for r in result.history] == [0.0, 10.0, 20.0]
+    # after a round the hook sees the participants' written-back state; the next before gets it too
+    np.testing.assert_array_equal(seen_after, [np.full(num, 10 * t + 1) for t in range(3)])
+    np.testing.assert_array_equal(given, [np.zeros(num)] + seen_after[:2])
+    np.testing.assert_array_equal(np.asarray(result.client_state), np.full(num, 21))
+
+
+def test_round_hook_adds_metrics_and_stops_early(setup, digits):
+    model, local, clients, _ = setup
+    seen = []
+    hook = RoundHook(after=lambda t, ids, server, state: ({"clients": ids.size, "round": t}, t == 2))
+    result = run(model, local, clients, rounds=10, client_rate=0.7, seed=3, test_data=digits, eval_every=100,
+                 round_hook=hook, callback=seen.append, progress=False)
+    assert len(result.history) == len(result.participants) == 3 and seen == result.history
+    assert [r.hook_metrics for r in result.history] == [{"clients": ids.size, "round": t}
+                                                        for t, ids in enumerate(result.participants)]
+    # the stopping round is the last one: evaluated although eval_every is 100
+    assert [r.test_accuracy is None for r in result.history] == [True, True, False]
+    assert result.test_accuracy == result.history[-1].test_accuracy
+
+
+def test_no_hook_equals_an_identity_hook_bit_for_bit(setup):
+    _, local, clients, _ = setup
+    identity = RoundHook(lambda t, state: state, lambda t, ids, server, state: ({}, False))
+    runs = [run(_model(), local, clients, rounds=3, client_rate=0.7, seed=5, progress=False, round_hook=hook)
+            for hook in (None, RoundHook(), identity)]
+    for other in runs[1:]:
+        _assert_trees_close(other.params, runs[0].params, rtol=0, atol=0)
+        assert [r.participants for r in other.history] == [r.participants for r in runs[0].history]
+        assert [r.client_metrics for r in other.history] == [r.client_metrics for r in runs[0].history]
+    assert all(r.hook_metrics == {} for res in runs for r in res.history)
+
+
+@pytest.mark.parametrize("hook,match", [
+    (RoundHook(before=lambda t, state: np.zeros(3)), r"round_hook.before's client_state .* C = 4"),
+    (RoundHook(after=lambda t, ids, server, state: {"n": 1}), r"round_hook.after must return a tuple"),
+    (RoundHook(after=lambda t, ids, server, state: ({"n": "one"}, False)), r"round_hook.after must return"),
+    (RoundHook(after=lambda t, ids, server, state: ({}, "yes")), r"round_hook.after must return"),
+])
+def test_round_hook_bad_output(setup, hook, match):
+    model, local, clients, _ = setup
+    with pytest.raises(ValueError, match=match):
+        run(model, local, clients, rounds=1, round_hook=hook, progress=False)
+
+
 def test_mean_aggregator_against_numpy():
     rng = np.random.default_rng(0)
     updates = rng.standard_normal((5, 3)).astype(np.float32)
@@ -442,6 +510,10 @@ def _bad_clients(clients, **change):
         (dict(seed=-1), "seed"),
         (dict(chunk_size=0), "chunk_size"),
         (dict(callback=3), "callback"),
+        (dict(round_hook=3), "round_hook must be a RoundHook"),
+        (dict(round_hook=lambda t, state: state), "round_hook must be a RoundHook"),
+        (dict(round_hook=RoundHook(before=3)), "round_hook.before must be callable"),
+        (dict(round_hook=RoundHook(after="x")), "round_hook.after must be callable"),
         (dict(client_state=np.zeros(3)), "client_state"),
         (dict(test_data=np.zeros(3)), "test_data"),
         (dict(test_data=(np.zeros((3, 64)), np.zeros(2))), "test_data"),

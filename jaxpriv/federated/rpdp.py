@@ -19,10 +19,10 @@ The system is a configuration of :mod:`jaxpriv.federated.simulator` (Liu, Lou, X
 3. the server averages the updates (FedAvg, :func:`~jaxpriv.federated.simulator.mean_aggregator`) and
    the accountant charges the round.
 
-The jitted round is :func:`jaxpriv.federated.simulator.make_round`; this module runs the loop itself
-(rather than :func:`~jaxpriv.federated.simulator.run`) because the per-record rates in the client state
-change between rounds as records opt out. Client sampling and round keys are those of ``run`` for the
-same seed (:func:`jaxpriv.federated.simulator.round_keys`).
+The loop is :func:`jaxpriv.federated.simulator.run`'s: the accountant steers it through a
+:class:`~jaxpriv.federated.simulator.RoundHook` (the pre-check sets the per-record rates in the client state
+before each round, the update charges the round after it), so client sampling and round keys are those of
+any ``run`` with the same seed (:func:`jaxpriv.federated.simulator.round_keys`).
 
 Two choices the seed leaves open, made here and stated:
 
@@ -54,8 +54,7 @@ from ..train import noise
 from ..train.clipping import split_clipped_grad_sum
 from . import partition as _partition
 from . import rpdp_accounting as acct
-from .simulator import LocalResult, ServerState, default_chunk_size, derive_seeds, fedavg_local_sgd, make_round, \
-    mean_aggregator
+from .simulator import LocalResult, RoundHook, fedavg_local_sgd, mean_aggregator, run
 
 __all__ = ["RPDPConfig", "RPDPResult", "METHODS", "dp_local_update", "assign_rates", "train"]
 
@@ -306,22 +305,23 @@ class RPDPResult:
     seconds: float
 
 
-def _round_program(graphdef, rest, private: bool, local_steps: int, sigma: float, clip_norm: float,
-                   learning_rate: float, width: int):
-    """The jitted round; cached when the model has no non-parameter state, so that every method, seed and
-    budget scenario on one model shape shares one compiled program (rates and data are arguments)."""
+def _round_parts(graphdef, rest, private: bool, local_steps: int, sigma: float, clip_norm: float,
+                 learning_rate: float, width: int):
+    """The local update and the aggregator; cached when the model has no non-parameter state, so that every
+    method, seed and budget scenario on one model shape hands :func:`~jaxpriv.federated.simulator.run` the
+    same objects and shares its compiled round (rates and data are arguments)."""
     args = (graphdef, private, local_steps, sigma, clip_norm, learning_rate, width)
     if not jax.tree.leaves(rest):
-        return _cached_round_program(*args)
-    return _build_round_program(rest, *args)
+        return _cached_round_parts(*args)
+    return _build_round_parts(rest, *args)
 
 
 @functools.lru_cache(maxsize=16)
-def _cached_round_program(*args):
-    return _build_round_program(nnx.State({}), *args)
+def _cached_round_parts(*args):
+    return _build_round_parts(nnx.State({}), *args)
 
 
-def _build_round_program(rest, graphdef, private, local_steps, sigma, clip_norm, learning_rate, width):
+def _build_round_parts(rest, graphdef, private, local_steps, sigma, clip_norm, learning_rate, width):
     from ..train.dpsgd import cross_entropy_loss
 
     if private:
@@ -330,7 +330,30 @@ def _build_round_program(rest, graphdef, private, local_steps, sigma, clip_norm,
     else:  # PrivacyFree: vanilla FedAvg, full-batch local gradient steps, no clipping, no noise
         local = fedavg_local_sgd(cross_entropy_loss, graphdef, optax.sgd(learning_rate), local_steps, width,
                                  rest=rest)
-    return make_round(local, aggregator=mean_aggregator("uniform"))
+    return local, mean_aggregator("uniform")
+
+
+def _budget_hook(accountant, rates: np.ndarray, part: _partition.Partition, active: list) -> RoundHook:
+    """rPDP-FL's round control (seed 004 Alg. 3): before a round the accountant's pre-check opts out the
+    records that one more round would take over budget and the round samples with the rates left (the
+    client state); after it the accountant charges the round. ``active`` collects the fraction of records
+    still in before each round. PrivacyFree (no accountant) keeps no client state."""
+
+    def before(t, state):
+        if accountant is None:
+            active.append(float(np.mean(rates > 0)))
+            return None
+        accountant.precheck(t)
+        current = accountant.rates
+        active.append(float(np.mean(current > 0)))
+        return _partition.per_client(current.astype(np.float32), part)
+
+    def after(t, participants, server, state):
+        if accountant is not None:
+            accountant.update(participants.astype(np.int64))
+        return {"records_in": active[-1]}, False
+
+    return RoundHook(before, after)
 
 
 def train(model: nnx.Module, x, y, part: _partition.Partition, budgets, config: RPDPConfig, *,
@@ -356,7 +379,7 @@ def train(model: nnx.Module, x, y, part: _partition.Partition, budgets, config: 
       test_data: a :class:`jaxpriv.train.data.Dataset` or ``(x_test, y_test)``, or ``None``.
       eval_every: evaluate every this many rounds (default: only after the last).
       seed: integer ≥ 0 (client sampling, record sampling and noise are functions of it).
-      progress: print one line per round.
+      progress: show the simulator's progress bar (with the fraction of records still in).
 
     Returns:
       :class:`RPDPResult`.
@@ -396,11 +419,6 @@ def train(model: nnx.Module, x, y, part: _partition.Partition, budgets, config: 
             raise ValueError(f"rates must have the shape of budgets {eps.shape}, got {q.shape}")
         method = "custom"
     private = method != "privacy_free"
-    test = None
-    if test_data is not None:
-        from .simulator import as_test_arrays
-        test = as_test_arrays(test_data)
-
     record_client = np.empty(part.num_records, np.int64)
     for k, idx in enumerate(part.indices):
         record_client[idx] = k
@@ -409,52 +427,16 @@ def train(model: nnx.Module, x, y, part: _partition.Partition, budgets, config: 
         accountant = acct.BudgetAccountant(eps, q, sigma=config.sigma, steps=config.local_steps, delta=config.delta,
                                            client_rate=config.client_rate, clients=record_client,
                                            accounting=config.accounting)
-
-    from ..train.dpsgd import make_evaluator, padded_test_set
-    from ..train.sampling import PoissonSampler
-
-    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-    width = int(clients.mask.shape[1])
-    step = _round_program(graphdef, rest, private, config.local_steps, config.sigma, config.clip_norm,
-                          config.learning_rate, width)
-    num_clients = part.num_clients
-    stacked = jax.tree.map(jnp.asarray, clients)
-    server = ServerState(params, None)
-    sampler_seed, key_seed = derive_seeds(seed)  # the same client draws and round keys as simulator.run
-    sampler = PoissonSampler(config.client_rate, seed=sampler_seed, n=num_clients)
-    base_key = jax.random.key(key_seed)
-    if test is not None:
-        evaluate = make_evaluator(graphdef, 512)
-        test_arrays = padded_test_set(test, 512)
-
-    accuracies, participants, active = {}, [], []
-    accuracy = None
-    for t in range(config.rounds):
-        if private:
-            accountant.precheck(t)
-            current = accountant.rates
-        else:
-            current = q
-        active.append(float(np.mean(current > 0)))
-        state = jnp.asarray(_partition.per_client(current.astype(np.float32), part))
-        batch = sampler.sample(t)
-        valid = np.asarray(batch.mask)
-        ids = np.where(valid, np.asarray(batch.indices), num_clients).astype(np.int32)
-        chunk = default_chunk_size(params, ids.size)
-        server, _, _ = step(server, state if private else None, stacked, ids, valid, jax.random.fold_in(base_key, t),
-                            chunk=chunk)
-        participants.append(ids[valid])
-        if private:
-            accountant.update(ids[valid].astype(np.int64))
-        if test is not None and ((t + 1) % eval_every == 0 or t + 1 == config.rounds):
-            accuracy = float(evaluate(server.params, rest, *test_arrays)[0])
-            accuracies[t + 1] = accuracy
-        if progress:
-            print(f"[rpdp {method}] round {t + 1}/{config.rounds}: {int(valid.sum())} clients, "
-                  f"{active[-1]:.0%} records in" + (f", accuracy {accuracy:.3f}" if t + 1 in accuracies else ""))
-    nnx.update(model, server.params)
+    graphdef, _, rest = nnx.split(model, nnx.Param, ...)
+    local, aggregator = _round_parts(graphdef, rest, private, config.local_steps, config.sigma, config.clip_norm,
+                                     config.learning_rate, int(clients.mask.shape[1]))
+    active: list[float] = []
+    result = run(model, local, clients, rounds=config.rounds, client_rate=config.client_rate, aggregator=aggregator,
+                 test_data=test_data, eval_every=eval_every, seed=seed, progress=progress,
+                 round_hook=_budget_hook(accountant, q, part, active))
     return RPDPResult(
-        method=method, params=server.params, test_accuracy=accuracy, accuracies=accuracies,
-        participants=participants, rates=q, epsilon=None if accountant is None else accountant.epsilon(),
+        method=method, params=result.params, test_accuracy=result.test_accuracy,
+        accuracies={r.round: r.test_accuracy for r in result.history if r.test_accuracy is not None},
+        participants=result.participants, rates=q, epsilon=None if accountant is None else accountant.epsilon(),
         charged_rounds=None if accountant is None else accountant.charged_rounds, active=active,
         accountant=accountant, seconds=time.perf_counter() - started)

@@ -20,12 +20,16 @@ data", Alg. 1 FederatedAveraging, with Poisson client sampling):
 4. the server applies Δ: w ← w + Δ, or with a server optimizer (FedOpt: Reddi et al. 2021, "Adaptive
    federated optimization") its step on the pseudo-gradient −Δ.
 
+A :class:`RoundHook` lets the system steer the loop: before a round it may change the per-client state
+(e.g. per-record rates after a budget pre-check), after it it sees the participants and the new server
+state, adds its own metrics to the round's record and may end the run early.
+
 The default local update, :func:`fedavg_local_sgd`, runs τ optimizer steps on minibatches of the client's
 data; with ``proximal_mu`` μ > 0 it minimises the FedProx objective ℓ(w) + μ/2‖w − w_global‖² (Li et al.
 2020, "Federated optimization in heterogeneous networks", Eq. 2). The systems of the seeds are
 configurations: rPDP-FL (per-record Poisson sampling + DP-SGD inside :class:`LocalUpdate`, per-record rates
-in ``client_state``), APES / GSPA / UDP-FL (a perturbed update from :class:`LocalUpdate`, a shuffle /
-calibration server step in the :class:`Aggregator`).
+in ``client_state``, its budget accountant in a :class:`RoundHook`), APES / GSPA / UDP-FL (a perturbed
+update from :class:`LocalUpdate`, a shuffle / calibration server step in the :class:`Aggregator`).
 
 Determinism: everything is a function of ``seed``. Round t's key is ``fold_in(key(s), t)``, split into the
 clients' key and the server's key; client k's key is ``fold_in(clients_key, k)`` with k its global index
@@ -36,6 +40,7 @@ chunking, and a Python loop over clients reproduces the vmapped round exactly.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 import types
@@ -48,7 +53,7 @@ import optax
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from .._numerics import check_array
+from .._numerics import check_array, derive_seeds
 from .partition import ClientData
 
 __all__ = [
@@ -56,6 +61,7 @@ __all__ = [
     "LocalUpdate",
     "Aggregator",
     "ServerState",
+    "RoundHook",
     "RoundRecord",
     "FederatedResult",
     "fedavg_local_sgd",
@@ -131,6 +137,40 @@ class ServerState(NamedTuple):
 
     params: Any
     opt_state: Any
+
+
+class RoundHook(NamedTuple):
+    """Per-round control of :func:`run` by the system it configures: the pre-check and update of budgets,
+    metrics, an early stop (rPDP-FL's per-record budget accountant, seed 004 Alg. 3, is one:
+    :func:`jaxpriv.federated.rpdp.train`). Both parts run on the host between the jitted rounds.
+
+    Attributes:
+      before: ``(round_index, client_state) -> client_state``, or ``None``: called before round t
+        (0-based) with the current per-client state; the round runs on what it returns (a pytree whose
+        leaves have the leading client axis C, or ``None``), e.g. the per-record rates with the records
+        that opt out set to 0.
+      after: ``(round_index, participants, server, client_state) -> (metrics, stop)``, or ``None``: called
+        after the server step with the round's participants (a numpy array of client indices), the new
+        :class:`ServerState` and the per-client state; ``metrics`` (a dict of numbers, e.g. ``{}``) becomes
+        the round's :attr:`RoundRecord.hook_metrics`, and ``stop=True`` makes this round the last (it is
+        evaluated as the last round is).
+
+    Example:
+      >>> import jax.numpy as jnp, optax
+      >>> from flax import nnx
+      >>> from jaxpriv.federated.partition import ClientData
+      >>> from jaxpriv.train.dpsgd import cross_entropy_loss
+      >>> clients = ClientData(jnp.ones((4, 8, 3)), jnp.zeros((4, 8), jnp.int32), jnp.ones((4, 8), bool),
+      ...                      jnp.full(4, 8))
+      >>> model = nnx.Linear(3, 2, rngs=nnx.Rngs(0))
+      >>> local = fedavg_local_sgd(cross_entropy_loss, nnx.split(model, nnx.Param)[0], optax.sgd(0.1), 2, 8)
+      >>> hook = RoundHook(after=lambda t, ids, server, state: ({"clients": ids.size}, t == 1))  # stop after 2
+      >>> [r.hook_metrics for r in run(model, local, clients, rounds=5, round_hook=hook, progress=False).history]
+      [{'clients': 4}, {'clients': 4}]
+    """
+
+    before: Callable[[int, Any], Any] | None = None
+    after: Callable[[int, np.ndarray, ServerState, Any], tuple[dict, bool]] | None = None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -307,13 +347,6 @@ def _split_round(key) -> tuple[jax.Array, jax.Array]:
     return clients_key, server_key
 
 
-def derive_seeds(seed: int) -> tuple[int, int]:
-    """Independent seeds of the client sampler and of the round keys, from one seed (as :func:`run` and
-    :mod:`jaxpriv.federated.rpdp` draw them)."""
-    sampler, keys = np.random.SeedSequence(seed).generate_state(2)
-    return int(sampler), int(keys)
-
-
 def round_keys(seed: int, round_index: int) -> tuple[jax.Array, jax.Array]:
     """The PRNG keys :func:`run` uses in round ``round_index`` with ``seed``: ``(clients_key, server_key)``.
 
@@ -336,7 +369,7 @@ def round_keys(seed: int, round_index: int) -> tuple[jax.Array, jax.Array]:
     """
     seed = _check_int("seed", seed, 0)
     round_index = _check_int("round_index", round_index, 0)
-    return _split_round(jax.random.fold_in(jax.random.key(derive_seeds(seed)[1]), round_index))
+    return _split_round(jax.random.fold_in(jax.random.key(derive_seeds(seed, 2)[1]), round_index))
 
 
 def _rows(valid, v):
@@ -459,7 +492,8 @@ def make_round(local_update: LocalUpdate, *, aggregator: Aggregator | None = Non
 class RoundRecord:
     """After a round: its index (from 1), the number of participants, the participants' mean client
     metrics (empty when nobody took part), the global model's test accuracy and mean loss (``None`` in
-    rounds without evaluation) and the wall time since the run started."""
+    rounds without evaluation), the wall time since the run started and the metrics of the run's
+    :class:`RoundHook` (empty without one)."""
 
     round: int
     participants: int
@@ -467,6 +501,7 @@ class RoundRecord:
     test_accuracy: float | None
     test_loss: float | None
     seconds: float
+    hook_metrics: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -592,6 +627,47 @@ def as_test_arrays(test_data):
     return types.SimpleNamespace(x_test=x, y_test=y)
 
 
+def _check_client_state(name: str, state, num_clients: int) -> None:
+    for leaf in jax.tree.leaves(state):
+        if np.ndim(leaf) == 0 or np.shape(leaf)[0] != num_clients:
+            raise ValueError(f"{name} leaves must have the leading client axis C = {num_clients}, got shape "
+                             f"{np.shape(leaf)}")
+
+
+def _check_hook(hook) -> RoundHook:
+    if hook is None:
+        return RoundHook()
+    if not isinstance(hook, RoundHook):
+        raise ValueError(f"round_hook must be a RoundHook or None, got {type(hook).__name__}")
+    for name, part in zip(hook._fields, hook):
+        if part is not None and not callable(part):
+            raise ValueError(f"round_hook.{name} must be callable or None, got {type(part).__name__}")
+    return hook
+
+
+def _check_after(out) -> tuple[dict, bool]:
+    if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], dict)
+            and isinstance(out[1], (bool, np.bool_))
+            and all(isinstance(v, (int, float, np.number)) for v in out[0].values())):
+        raise ValueError(f"round_hook.after must return a tuple (metrics: dict of numbers, stop: bool), got {out!r}")
+    return out[0], bool(out[1])
+
+
+def _shared_round(local_update, aggregator, server_optimizer, sharding) -> Callable:
+    """:func:`make_round`'s program, shared by runs given the same objects: a system run over many seeds,
+    methods or budgets on one model compiles its rounds once, not once per run."""
+    try:
+        hash((local_update, aggregator, server_optimizer, sharding))
+    except TypeError:  # an unhashable callable: a program of its own
+        return make_round(local_update, aggregator=aggregator, server_optimizer=server_optimizer, sharding=sharding)
+    return _cached_round(local_update, aggregator, server_optimizer, sharding)
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_round(local_update, aggregator, server_optimizer, sharding) -> Callable:
+    return make_round(local_update, aggregator=aggregator, server_optimizer=server_optimizer, sharding=sharding)
+
+
 def run(
     model: nnx.Module,
     local_update: LocalUpdate,
@@ -610,6 +686,7 @@ def run(
     mesh: Mesh | None = None,
     progress: bool = True,
     callback: Callable[[RoundRecord], None] | None = None,
+    round_hook: RoundHook | None = None,
 ) -> FederatedResult:
     """Simulate federated training of ``model`` for ``rounds`` rounds (FedAvg / FedProx and any system
     built from a :class:`LocalUpdate` and an :class:`Aggregator`; see the module docstring).
@@ -618,8 +695,10 @@ def run(
     participants' local updates vmapped over the client axis in chunks of ``chunk_size`` clients (sharded
     over the devices of ``mesh`` — by default all devices when there are several), the aggregator's
     global delta, the server step, and every ``eval_every`` rounds (and after the last) the test accuracy
-    and loss of the global model. ``model`` is updated in place at the end. Everything is a function of
-    ``seed`` (see :func:`round_keys`).
+    and loss of the global model; a ``round_hook`` runs before and after each round. ``model`` is updated
+    in place at the end. Everything is a function of ``seed`` (see :func:`round_keys`). Runs given the same
+    ``local_update``, ``aggregator`` and ``server_optimizer`` objects share one compiled round program (so
+    what they close over must not change between runs).
 
     Args:
       model: the Flax NNX model (a classifier when ``test_data`` is given).
@@ -639,8 +718,10 @@ def run(
         round's participants on an accelerator, a cache-sized chunk on CPU). Rounded up to a multiple of
         the device count.
       mesh: a ``jax.sharding.Mesh`` whose devices share the client axis (default: all devices).
-      progress: show a rich progress bar.
+      progress: show a rich progress bar (:func:`jaxpriv._batching.status_bar`).
       callback: called with each :class:`RoundRecord`.
+      round_hook: a :class:`RoundHook` (sets ``client_state`` before each round, adds metrics to its
+        record, may stop the run after it), or ``None``.
 
     Returns:
       :class:`FederatedResult`.
@@ -671,13 +752,11 @@ def run(
         chunk_size = _check_int("chunk_size", chunk_size, 1)
     if callback is not None and not callable(callback):
         raise ValueError(f"callback must be callable or None, got {type(callback).__name__}")
-    for leaf in jax.tree.leaves(client_state):
-        if np.ndim(leaf) == 0 or np.shape(leaf)[0] != num_clients:
-            raise ValueError(f"client_state leaves must have the leading client axis C = {num_clients}, got shape "
-                             f"{np.shape(leaf)}")
+    hook = _check_hook(round_hook)
+    _check_client_state("client_state", client_state, num_clients)
     test = as_test_arrays(test_data)
     sharding, replicated, devices = _devices_sharding(mesh)
-    step = make_round(local_update, aggregator=aggregator, server_optimizer=server_optimizer, sharding=sharding)
+    step = _shared_round(local_update, aggregator, server_optimizer, sharding)
 
     from ..train.dpsgd import make_evaluator, padded_test_set
     from ..train.sampling import PoissonSampler
@@ -685,14 +764,17 @@ def run(
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     server = ServerState(params, None if server_optimizer is None else server_optimizer.init(params))
     stacked = _pad_clients(clients, devices)
+
+    def place(state):
+        return jax.tree.map(jnp.asarray, state) if replicated is None else jax.device_put(state, replicated)
+
     if sharding is not None:
         stacked = jax.device_put(stacked, sharding)
         server = jax.device_put(server, replicated)
-        client_state = jax.device_put(client_state, replicated)
     else:
         stacked = jax.tree.map(jnp.asarray, stacked)
-        client_state = jax.tree.map(jnp.asarray, client_state)
-    sampler_seed, key_seed = derive_seeds(seed)
+    client_state = place(client_state)
+    sampler_seed, key_seed = derive_seeds(seed, 2)
     sampler = PoissonSampler(client_rate, seed=sampler_seed, n=num_clients)
     base_key = jax.random.key(key_seed)
     if test is not None:
@@ -711,6 +793,10 @@ def run(
         bar, task = status_bar("federated", rounds)
     try:
         for t in range(rounds):
+            if hook.before is not None:
+                client_state = hook.before(t, client_state)
+                _check_client_state("round_hook.before's client_state", client_state, num_clients)
+                client_state = place(client_state)
             batch = sampler.sample(t)
             valid = np.asarray(batch.mask)
             ids = np.where(valid, np.asarray(batch.indices), num_clients).astype(np.int32)
@@ -722,17 +808,24 @@ def run(
             count = int(sums["participants"])
             participants.append(ids[valid])
             metrics = {k: float(v) / count for k, v in sums.items() if k != "participants"} if count else {}
+            extra, stop = {}, False
+            if hook.after is not None:
+                extra, stop = _check_after(hook.after(t, participants[-1], server, client_state))
             test_accuracy = test_loss = None
-            if test is not None and ((t + 1) % eval_every == 0 or t + 1 == rounds):
+            if test is not None and ((t + 1) % eval_every == 0 or t + 1 == rounds or stop):
                 test_accuracy, test_loss = (float(v) for v in evaluate(server.params, rest, *test_arrays))
                 accuracy = test_accuracy
-            record = RoundRecord(t + 1, count, metrics, test_accuracy, test_loss, time.perf_counter() - started)
+            record = RoundRecord(t + 1, count, metrics, test_accuracy, test_loss, time.perf_counter() - started,
+                                 extra)
             history.append(record)
             if bar is not None:
-                status = f"{count} clients" + (f", accuracy {test_accuracy:.3f}" if test_accuracy is not None else "")
+                status = ", ".join([f"{count} clients"] + [f"{k} {v:.3g}" for k, v in extra.items()]
+                                   + ([f"accuracy {test_accuracy:.3f}"] if test_accuracy is not None else []))
                 bar.update(task, advance=1, description=f"round {t + 1}/{rounds}", status=status)
             if callback is not None:
                 callback(record)
+            if stop:
+                break
     finally:
         if bar is not None:
             bar.stop()
