@@ -42,12 +42,14 @@ def static_size(x: int) -> int:
 
 
 def status_bar(description: str, total: int, completed: int = 0):
-    """A started rich progress bar (description, bar, done/total, elapsed, a free ``status`` field) for
-    loops over rounds or steps; returns ``(bar, task)``. The caller updates it and calls ``bar.stop()``."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    """A started rich progress bar (description, bar, done/total, elapsed and remaining time, a free
+    ``status`` field): the package's one progress display, for loops over steps, rounds or chunks (the
+    trainer, the federated simulator and the systems built on it, PLD accounting, :func:`map_chunked`);
+    returns ``(bar, task)``. The caller updates it and calls ``bar.stop()``."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TextColumn("{task.fields[status]}"))
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,.0f}/{task.total:,.0f}"),
+                   TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[status]}"))
     bar.start()
     return bar, bar.add_task(description, total=total, completed=completed, status="")
 
@@ -129,20 +131,13 @@ def map_chunked(
             out[start:stop] = r[: stop - start]
 
     if show:
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-        columns = (
-            TextColumn("{task.description}"),
-            BarColumn(),
-            TextColumn("{task.completed:,}/{task.total:,}"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-        )
-        with Progress(*columns, transient=False) as bar:
-            task = bar.add_task(description, total=n)
+        bar, task = status_bar(description, n)
+        try:
             for start in starts:
                 run(start)
                 bar.update(task, advance=min(chunk, n - start))
+        finally:
+            bar.stop()
     else:
         for start in starts:
             run(start)
