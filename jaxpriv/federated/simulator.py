@@ -507,9 +507,10 @@ class RoundRecord:
 @dataclasses.dataclass(frozen=True)
 class FederatedResult:
     """Outcome of :func:`run`: the final global parameters and per-client state, the per-round history,
-    each round's participants (client indices), the last test accuracy (``None`` without test data), the
-    wall time, the number of compiled round programs (one per participant bucket) and the number of
-    devices the client axis was laid out on."""
+    each round's participants (client indices) — one entry per round run, fewer than ``rounds`` when a
+    :class:`RoundHook` stopped the run —, the last test accuracy (``None`` without test data), the wall
+    time, the number of compiled round programs (one per participant bucket) and the number of devices the
+    client axis was laid out on."""
 
     params: Any
     client_state: Any
