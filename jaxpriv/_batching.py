@@ -89,6 +89,7 @@ def map_chunked(
     chunk_size: int | None = None,
     progress: bool | None = None,
     description: str = "evaluating",
+    shard: bool = True,
 ) -> tuple[np.ndarray, ...]:
     """Apply ``kernel`` (jitted, batch-parallel along axis 0) to flat float64 ``inputs`` of equal length.
 
@@ -100,6 +101,9 @@ def map_chunked(
         memory. Defaults to 4096.
       progress: show a progress bar; default: only when there is more than one chunk.
       description: label of the progress bar.
+      shard: lay each chunk out over every device (the default). ``False`` hands the kernel the numpy
+        chunk itself, padded to a size that does not depend on the device count: for a kernel that works
+        eagerly on the host, whose results then agree bit for bit on any number of devices and processes.
 
     Returns:
       Tuple of numpy arrays of length N, one per kernel output.
@@ -108,9 +112,9 @@ def map_chunked(
                                    or chunk_size < 1):
         raise ValueError(f"chunk_size must be None or an integer in [1, inf), got {chunk_size!r}")
     n = max(int(x.shape[0]) for x in inputs)
-    devices = jax.device_count()
+    devices = jax.device_count() if shard else 1
     chunk = padded_batch_size(n, chunk_size or DEFAULT_CHUNK, devices)
-    sharding = batch_sharding()
+    sharding = batch_sharding() if shard else None
     starts = range(0, n, chunk)
     show = progress if progress is not None else len(starts) > 1
     outputs: list[np.ndarray] | None = None
@@ -124,7 +128,7 @@ def map_chunked(
             else np.concatenate([x[start:stop], np.repeat(x[stop - 1 : stop], chunk - (stop - start))])
             for x in inputs
         ]
-        result = [to_host(r) for r in kernel(*to_devices(padded, sharding))]
+        result = [to_host(r) for r in kernel(*(to_devices(padded, sharding) if shard else padded))]
         if outputs is None:
             outputs = [np.empty((n,) + r.shape[1:], dtype=r.dtype) for r in result]
         for out, r in zip(outputs, result):

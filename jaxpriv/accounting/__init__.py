@@ -149,8 +149,10 @@ def _run_rdp(flat, value, orders, query, chunk_size, progress):
             return (np.asarray(_rdp_curves.to_epsilon(curve, orders, np.asarray(xs[-1]))[0]),)
         return (np.asarray(_rdp_curves.to_delta(curve, orders, np.asarray(xs[-1]))[0]),)
 
+    # shard=False: the RDP interpreter works eagerly on host numbers (a chunk spread over several processes'
+    # devices could not be read back), and every device count then gives the same bits
     (out,) = map_chunked(kernel, [np.asarray(x, np.float64).reshape(-1) for x in leaves] + [value],
-                         chunk_size=chunk_size, progress=progress, description=f"RDP {query}")
+                         chunk_size=chunk_size, progress=progress, description=f"RDP {query}", shard=False)
     return out
 
 
