@@ -61,3 +61,33 @@ def test_to_dp_accounting_refusals(event, match):
     pytest.importorskip("dp_accounting")
     with pytest.raises(ValueError, match=match):
         events.to_dp_accounting(event)
+
+
+def test_rdp_accountant_curve_and_its_conversion():
+    from jaxpriv import accounting
+
+    acc = accounting.RDP(tuple(ORDERS))
+    sigma = np.array([0.8, 2.0])
+    np.testing.assert_allclose(acc.curve(events.Gaussian(sigma)), ORDERS / (2 * sigma[:, None] ** 2), rtol=1e-15)
+    # rPDP-FL's round as an event: the accountant's curve is rdp.two_stage's
+    local = events.SelfComposed(events.PoissonSampled([0.01, 0.2], events.Gaussian(1.0)), 5)
+    round_curve = acc.curve(events.ClientSampled(0.3, local))
+    np.testing.assert_allclose(round_curve, rdp.two_stage(np.array([0.01, 0.2]), 1.0, 5, 0.3, 1, ORDERS),
+                               rtol=1e-12)
+    # epsilon() is epsilon_of_curve() of curve(), composition included (RDP adds)
+    spent = events.SelfComposed(events.ClientSampled(0.3, local), 40)
+    np.testing.assert_array_equal(acc.epsilon_of_curve(40 * round_curve, 1e-5),
+                                  accounting.epsilon(spent, 1e-5, accountant=acc))
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda acc: acc.epsilon_of_curve(np.ones((2, 4)), 0.0), "delta must lie in"),
+    (lambda acc: acc.epsilon_of_curve(np.ones((2, 4)), 1.0), "delta must lie in"),
+    (lambda acc: acc.curve(events.Gaussian(-1.0)), "noise_multiplier"),
+    (lambda acc: acc.curve(events.Shuffled(np.array([1.0, 2.0]), model="gspa")), "cannot interpret"),
+])
+def test_rdp_accountant_curve_bad_input(call, match):
+    from jaxpriv import accounting
+
+    with pytest.raises(ValueError, match=match):
+        call(accounting.RDP(tuple(ORDERS)))

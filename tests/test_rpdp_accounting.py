@@ -139,6 +139,7 @@ def test_precheck_is_idempotent_and_infinite_budgets_never_opt_out():
     ({"sigma": 0.0}, "sigma must lie in"),
     ({"sigma": [1.0, 2.0]}, "sigma must be a scalar"),
     ({"steps": 0.5}, "steps must lie in"),
+    ({"steps": 2.5}, "steps must be an integer"),
     ({"delta": 1.0}, "delta must lie in"),
     ({"client_rate": 0.0}, "client_rate must lie in"),
     ({"clients": [0]}, "clients must have the shape"),

@@ -2,8 +2,9 @@
 
 * :class:`BudgetAccountant` — seed 004's "budget accountant" (§6.2, Alg. 3): a pre-check before each
   round, an update after it, and an opt-out (q_i := 0 from then on) for every record whose budget one
-  more round would overspend. Exact: the RDP of :func:`jaxpriv.rdp.two_stage`, converted by the
-  improved conversion, as in :func:`jaxpriv.calibrate.sampling_rate`.
+  more round would overspend. It holds each record's round as an event and asks the library's RDP
+  accountant (:func:`jaxpriv.accounting.epsilon`): the exact curve of :func:`jaxpriv.rdp.two_stage`,
+  converted by the improved conversion, as in :func:`jaxpriv.calibrate.sampling_rate`.
 * :func:`scf_fit` / :func:`scf_sampling_rate` — the seed's Simulation-CurveFitting (§6.1, Alg. 2), kept
   as a **baseline**: the fitted q can overspend a budget (see the functions' docstrings for measured
   numbers). The product's per-record q is :func:`jaxpriv.calibrate.sampling_rate`, which inverts exactly.
@@ -13,17 +14,14 @@
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 from scipy.optimize import curve_fit
 
-from jaxpriv import calibrate, rdp
-from jaxpriv._batching import map_chunked, padded_batch_size
-from jaxpriv._numerics import check_array, float64
+from jaxpriv import calibrate, events, rdp
+from jaxpriv.accounting import RDP
+from jaxpriv._numerics import check_array
 
 __all__ = [
     "BudgetAccountant",
@@ -36,49 +34,8 @@ __all__ = [
     "SCF_Q_GRID",
 ]
 
-# Few compiled shapes: distinct-q batches are padded to 1, 16 or 256 rows (see _batching.padded_batch_size).
-_CHUNK = 256
-_EPS_CHUNK = 4096
-
-
-@functools.partial(jax.jit, static_argnums=(4,))
-def _round_curve_kernel(q, sigma, steps, client_rate, orders_key):
-    """One round's RDP curve per record rate: ρ^{τ,λ} = log(1 − λ + λ e^{(α−1)τρ_PoiSG})/(α−1)."""
-    return (rdp.two_stage_curve_kernel(q, sigma, steps, client_rate, jnp.ones_like(q), orders_key),)
-
-
-def _round_curves(q, sigma, steps, client_rate, orders_key) -> np.ndarray:
-    """(G, K) curves of one round for G rates, chunked so that any G compiles at most three shapes."""
-    shared = [np.asarray([v], dtype=np.float64) for v in (sigma, steps, client_rate)]
-    with float64():
-        (curves,) = map_chunked(lambda *xs: _round_curve_kernel(*xs, orders_key),
-                                [np.asarray(q, dtype=np.float64), *shared], chunk_size=_CHUNK, progress=False)
-    return curves
-
-
-@functools.partial(jax.jit, static_argnums=(3, 4))
-def _epsilon_kernel(rows, counts, delta, orders_key, conversion):
-    return rdp.to_epsilon_kernel(counts[:, None] * rows, np.asarray(orders_key), delta, conversion)[0]
-
-
-def _epsilon(rows, counts, delta, orders_key, conversion="improved") -> np.ndarray:
-    """ε of counts_j · rows_j (RDP composes linearly over identical rounds), padded to few shapes."""
-    out = np.empty(rows.shape[0])
-    with float64():
-        for start in range(0, rows.shape[0], _EPS_CHUNK):
-            r, c = rows[start:start + _EPS_CHUNK], counts[start:start + _EPS_CHUNK]
-            size = padded_batch_size(r.shape[0], _EPS_CHUNK, 1)
-            pad = size - r.shape[0]
-            r = np.concatenate([r, np.zeros((pad, r.shape[1]))]) if pad else r
-            c = np.concatenate([c, np.zeros(pad)]) if pad else c
-            eps = _epsilon_kernel(jnp.asarray(r), jnp.asarray(c, dtype=jnp.float64), jnp.float64(delta),
-                                  orders_key, conversion)
-            out[start:start + _EPS_CHUNK] = np.asarray(eps)[: out[start:start + _EPS_CHUNK].size]
-    return out
-
-
-def _scalar(name, value, lo, hi, *, lo_open=False, hi_open=False) -> float:
-    arr = np.asarray(check_array(name, value, lo, hi, lo_open=lo_open, hi_open=hi_open))
+def _scalar(name, value, lo, hi, *, lo_open=False, hi_open=False, integer=False) -> float:
+    arr = np.asarray(check_array(name, value, lo, hi, lo_open=lo_open, hi_open=hi_open, integer=integer))
     if arr.ndim != 0:
         raise ValueError(f"{name} must be a scalar, got shape {arr.shape}")
     return float(arr)
@@ -166,7 +123,7 @@ class BudgetAccountant:
         if q.shape != self._budgets.shape:
             raise ValueError(f"rates must have the shape of budgets {self._budgets.shape}, got {q.shape}")
         self.sigma = _scalar("sigma", sigma, 0.0, np.inf, lo_open=True)
-        self.steps = _scalar("steps", steps, 1.0, np.inf)
+        self.steps = int(_scalar("steps", steps, 1.0, np.inf, integer=True))
         self.delta = _scalar("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True)
         self.client_rate = _scalar("client_rate", client_rate, 0.0, 1.0, lo_open=True)
         self.accounting = accounting
@@ -178,16 +135,22 @@ class BudgetAccountant:
         elif accounting == "realised":
             raise ValueError("clients (each record's client id) is required with accounting='realised'")
         self._clients = clients
-        self._key = calibrate.orders_key(orders)
-        self.orders = np.asarray(self._key)
+        key = calibrate.orders_key(orders)
+        self._accountant = RDP(key)
+        self.orders = np.asarray(key)
         self._q = q
         self._distinct_q, self._group = np.unique(q, return_inverse=True)
-        # A realised round is the plain τ-step curve: the client-sampled formula at λ = 1.
-        lam = self.client_rate if accounting == "mechanism" else 1.0
-        self._curves = _round_curves(self._distinct_q, self.sigma, self.steps, lam, self._key)
+        # one round's curve per distinct rate, from the accountant; r rounds compose to r times it
+        self._curves = self._accountant.curve(self.round_event(self._distinct_q))
         self._counts = np.zeros(q.shape, dtype=np.int64)
         self._active = q > 0
         self.round = 0  # rounds accounted so far = index of the next round
+
+    def round_event(self, rates) -> events.ClientSampled:
+        """One charged round of records sampled at ``rates``, as an event: τ Poisson-sampled Gaussian steps
+        inside client sampling at λ (``accounting="realised"``: λ = 1, the client is known to take part)."""
+        local = events.SelfComposed(events.PoissonSampled(rates, events.Gaussian(self.sigma)), self.steps)
+        return events.ClientSampled(self.client_rate if self.accounting == "mechanism" else 1.0, local)
 
     @property
     def budgets(self) -> np.ndarray:
@@ -216,7 +179,7 @@ class BudgetAccountant:
         keys = self._group[records].astype(np.int64) * (int(counts.max()) + 1) + counts
         pairs, back = np.unique(keys, return_inverse=True)
         group, count = np.divmod(pairs, int(counts.max()) + 1)
-        return _epsilon(self._curves[group], count.astype(np.float64), self.delta, self._key)[back]
+        return self._accountant.epsilon_of_curve(count[:, None] * self._curves[group], self.delta)[back]
 
     def precheck(self, round: int | None = None) -> np.ndarray:
         """Which records may take part in the next round, opting out those it would take over budget.
@@ -338,7 +301,7 @@ def scf_fit(sigma, steps, delta, *, rounds=None, client_rate=None, q_grid=None, 
     if conversion not in ("classic", "improved"):
         raise ValueError(f"conversion must be 'classic' or 'improved', got {conversion!r}")
     sigma = _scalar("sigma", sigma, 0.0, np.inf, lo_open=True)
-    steps = _scalar("steps", steps, 1.0, np.inf)
+    steps = _scalar("steps", steps, 1.0, np.inf, integer=True)
     delta = _scalar("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True)
     rounds = 1.0 if rounds is None else _scalar("rounds", rounds, 1.0, np.inf)
     lam = 1.0 if client_rate is None else _scalar("client_rate", client_rate, 0.0, 1.0, lo_open=True)
@@ -349,8 +312,9 @@ def scf_fit(sigma, steps, delta, *, rounds=None, client_rate=None, q_grid=None, 
     if grid.size < 4:
         raise ValueError(f"q_grid must hold at least 3 distinct rates below 1 to fit 3 parameters, got {grid.size - 1}")
     key = calibrate.orders_key(orders)
-    curves = _round_curves(grid, sigma, steps, lam, key)
-    eps = _epsilon(curves, np.full(grid.size, rounds), delta, key, conversion)
+    local = events.SelfComposed(events.PoissonSampled(grid, events.Gaussian(sigma)), int(steps))
+    curves = rounds * RDP(key).curve(events.ClientSampled(lam, local))
+    eps = np.asarray(rdp.to_epsilon(curves, np.asarray(key), delta, conversion=conversion)[0], np.float64)
     # Starting point: the straight line through log ε (the model with c = 0).
     a0, b0 = np.polyfit(grid, np.log(eps), 1)
     try:
