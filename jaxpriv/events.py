@@ -36,7 +36,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Iterator, Union
+from typing import Any, Callable, Iterator, NamedTuple, Union
 
 import jax
 import numpy as np
@@ -55,6 +55,8 @@ __all__ = [
     "Shuffled",
     "Event",
     "NOISE_MECHANISMS",
+    "NoiseFamily",
+    "noise_family",
     "noise_mechanism",
     "sensitivity_norm",
     "validate",
@@ -205,14 +207,47 @@ _RANGES: dict[type, tuple] = {
 }
 
 
-#: The additive noise mechanisms by name (the ``mechanism`` argument of the trainer and the Harmonizer):
-#: name → (the event at noise parameter s on ``dimension`` coordinates, the norm its sensitivity is measured in).
-_NOISE = {
-    "gaussian": (lambda s, dimension: Gaussian(s), "l2"),
-    "laplace": (lambda s, dimension: Laplace(s), "l1"),
-    "staircase": (lambda s, dimension: Staircase(s, None, dimension), "l1"),
-}
+class NoiseFamily(NamedTuple):
+    """An additive noise mechanism as a family of events in one noise parameter s (MATH §4): what every
+    caller that takes a mechanism by name (the trainer, its accountant, the Harmonizer, UDP-FL's clients)
+    needs to know about it, kept here so that no caller switches on the name.
+
+    ``event(s, dimension)`` builds the event; ``parameter`` names s in messages (σ, b, ε₀); ``norm`` is the
+    norm the sensitivity is measured in, hence the norm to clip in; ``noisier_when_larger`` says which way
+    s moves towards more privacy (True for σ and b, False for the staircase's ε₀), so which way to round
+    it safely; ``needs_dimension`` that the accounting depends on the number d of noised coordinates."""
+
+    name: str
+    event: Callable[[Any, int], Any]
+    event_type: type
+    parameter: str
+    norm: str
+    noisier_when_larger: bool
+    needs_dimension: bool
+
+
+_NOISE = {f.name: f for f in (
+    NoiseFamily("gaussian", lambda s, dimension: Gaussian(s), Gaussian, "σ", "l2", True, False),
+    NoiseFamily("laplace", lambda s, dimension: Laplace(s), Laplace, "b", "l1", True, False),
+    NoiseFamily("staircase", lambda s, dimension: Staircase(s, None, dimension), Staircase, "ε₀", "l1", False, True),
+)}
+#: The additive noise mechanisms by name (the ``mechanism`` argument of the trainer and the Harmonizer).
 NOISE_MECHANISMS = tuple(_NOISE)
+
+
+def noise_family(name: str) -> NoiseFamily:
+    """The :class:`NoiseFamily` of the additive noise mechanism called ``name`` (one of
+    :data:`NOISE_MECHANISMS`).
+
+    Example:
+      >>> from jaxpriv import events
+      >>> f = events.noise_family("staircase")
+      >>> f.parameter, f.norm, f.noisier_when_larger, f.needs_dimension
+      ('ε₀', 'l1', False, True)
+    """
+    if not isinstance(name, str) or name not in _NOISE:
+        raise ValueError(f"mechanism must be one of {NOISE_MECHANISMS}, got {name!r}")
+    return _NOISE[name]
 
 
 def noise_mechanism(name: str, parameter, dimension: int = 1):
@@ -236,10 +271,9 @@ def noise_mechanism(name: str, parameter, dimension: int = 1):
       >>> events.noise_mechanism("staircase", 0.5, dimension=650)
       Staircase(epsilon=0.5, gamma=None, dimension=650)
     """
-    if name not in _NOISE:
-        raise ValueError(f"mechanism must be one of {NOISE_MECHANISMS}, got {name!r}")
+    family = noise_family(name)
     dimension = int(check_array("dimension", dimension, 1.0, np.inf, integer=True))
-    return _NOISE[name][0](parameter, dimension)
+    return family.event(parameter, dimension)
 
 
 def sensitivity_norm(event) -> str:
@@ -251,9 +285,9 @@ def sensitivity_norm(event) -> str:
       >>> events.sensitivity_norm(events.Gaussian(1.0)), events.sensitivity_norm(events.Laplace(1.0))
       ('l2', 'l1')
     """
-    for make, norm in _NOISE.values():
-        if type(event) is type(make(1.0, 1)):
-            return norm
+    for family in _NOISE.values():
+        if type(event) is family.event_type:
+            return family.norm
     raise ValueError(f"event must be a Gaussian, Laplace or Staircase event, got {type(event).__name__}")
 
 

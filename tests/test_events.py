@@ -197,12 +197,29 @@ def test_noise_mechanisms_by_name():
     assert norms == {"gaussian": "l2", "laplace": "l1", "staircase": "l1"}
 
 
+@pytest.mark.parametrize("name", ev.NOISE_MECHANISMS)
+def test_noise_family_says_which_way_is_more_private(name):
+    from jaxpriv import accounting
+
+    family = ev.noise_family(name)
+    assert family.name == name and family.norm == ev.sensitivity_norm(family.event(1.0, 1))
+    assert type(family.event(1.0, 1)) is family.event_type
+    d = 7 if family.needs_dimension else 1
+    s = np.array([0.5, 1.0])
+    eps = accounting.epsilon(ev.noise_mechanism(name, s, d), 1e-5, accountant="rdp")
+    assert (eps[1] < eps[0]) == family.noisier_when_larger  # the larger parameter is the more private one
+    if family.needs_dimension:  # the accounting really depends on d (a 1-D curve would not be a bound)
+        assert accounting.epsilon(ev.noise_mechanism(name, 1.0, 1), 1e-5, accountant="rdp") != eps[1]
+
+
 @pytest.mark.parametrize("call, match", [
     (lambda: ev.noise_mechanism("exponential", 1.0), r"mechanism must be one of \('gaussian', 'laplace', 'staircase'\)"),
     (lambda: ev.noise_mechanism("staircase", 1.0, dimension=0), r"dimension must lie in \[1\.0, inf\), got 0"),
     (lambda: ev.noise_mechanism("staircase", 1.0, dimension=2.5), r"dimension must be an integer, got 2\.5"),
     (lambda: ev.sensitivity_norm(ev.RandomizedResponse(1.0, 2)), r"event must be a Gaussian, Laplace or Staircase"),
     (lambda: ev.sensitivity_norm("gaussian"), r"event must be a Gaussian, Laplace or Staircase event, got str"),
+    (lambda: ev.noise_family("Gaussian"), r"mechanism must be one of \('gaussian', 'laplace', 'staircase'\)"),
+    (lambda: ev.noise_family(None), r"mechanism must be one of .*, got None"),
 ])
 def test_noise_mechanism_bad_input(call, match):
     with pytest.raises(ValueError, match=match):

@@ -62,6 +62,7 @@ __all__ = ["MECHANISMS", "AGGREGATIONS", "scales", "local_update", "client_state
 
 MECHANISMS = harmonizer.MECHANISMS
 _CODE = {m: i for i, m in enumerate(MECHANISMS)}
+_FAMILIES = [events.noise_family(m) for m in MECHANISMS]  # by a client's mechanism code
 
 
 def _num_params(params) -> int:
@@ -156,7 +157,7 @@ def local_update(loss_fn, graphdef, learning_rate, local_steps, q, *, rest=None,
     # listed branch (a select under vmap); one vmapped program per mechanism group would need the simulator
     # to split the round.
     used = sorted({_CODE[m] for m in _check_mechanisms(mechanisms)})
-    norms = sorted({"l2" if m == 0 else "l1" for m in used})
+    norms = sorted({_FAMILIES[c].norm for c in used})
 
     def pick(mech, values: dict):
         """values[code] for this client's code (a select when several are listed)."""
@@ -166,10 +167,11 @@ def local_update(loss_fn, graphdef, learning_rate, local_steps, q, *, rest=None,
         return out
 
     def noise_events(scale, clip):
-        """{code: (event, sensitivity)}: σC_k and bC_k are already scales on the sum (client_state)."""
-        # ε₀ > 0 to sample: a masked-out slot may carry 0
-        return {0: (events.Gaussian(scale), 1.0), 1: (events.Laplace(scale), 1.0),
-                2: (events.Staircase(jnp.maximum(scale, 1e-6)), clip)}
+        """{code: (event, sensitivity)}. A noise scale (σ, b) is already σC_k / bC_k, the scale on the sum
+        (client_state); the staircase's ε₀ is a privacy level, not a scale: its sampler takes Δ = C_k."""
+        return {c: (_FAMILIES[c].event(scale, 1), 1.0) if _FAMILIES[c].noisier_when_larger
+                # ε₀ > 0 to sample: a masked-out slot may carry 0
+                else (_FAMILIES[c].event(jnp.maximum(scale, 1e-6), 1), clip) for c in used}
 
     def update(global_params, state, data: ClientData, key):
         mech, scale, clip = state["mechanism"], state["scale"], state["clip"]
@@ -181,7 +183,7 @@ def local_update(loss_fn, graphdef, learning_rate, local_steps, q, *, rest=None,
             batch = data.mask & (jax.random.uniform(sample_key, data.mask.shape) < q)
             sums = {norm: split_clipped_grad_sum(loss_fn, graphdef, p, rest, data.x, data.y, clip_norm=clip,
                                                  mask=batch, method="vmap", norm=norm) for norm in norms}
-            clipped = pick(mech, {c: sums["l2" if c == 0 else "l1"] for c in used})
+            clipped = pick(mech, {c: sums[_FAMILIES[c].norm] for c in used})
             # one draw over the flat parameter vector: one sampler per mechanism in the program, not per leaf
             noisy = pick(mech, {c: noise.add_noise(noise_key, clipped.grads, noise_of[c][0], sensitivity=noise_of[c][1],
                                                    normalize_by=expected, flat=True) for c in used})
@@ -222,9 +224,9 @@ def client_state(mechanisms, scale, clip):
         raise ValueError(f"clip must be one number or one per client ({names.size}), got shape {clip.shape}")
     # the clipping and the staircase's Δ use this same float32 C, so C itself needs no rounding
     clip = np.broadcast_to(clip.astype(np.float32), names.shape).astype(np.float64)
-    # float32 on the safe side: σC and bC rounded up, the staircase's per-step ε₀ rounded down
-    stair = names == "staircase"
-    scale = np.where(stair, round_to(exact, np.float32, up=False), round_to(exact * clip, np.float32))
+    # float32 on the safe side: the scales σC and bC rounded up, the staircase's per-step ε₀ rounded down
+    is_scale = np.array([events.noise_family(n).noisier_when_larger for n in names])
+    scale = np.where(is_scale, round_to(exact * clip, np.float32), round_to(exact, np.float32, up=False))
     return {"mechanism": np.array([_CODE[n] for n in names], np.int32), "scale": scale,
             "clip": clip.astype(np.float32),
             "slot": np.arange(names.size, dtype=np.int32)}

@@ -122,8 +122,9 @@ def harmonize(mechanisms, epsilon, delta, q=1.0, rounds=1, orders=None, *, dimen
                                             chunk_size=chunk_size, progress=progress)
             met = np.isfinite(found)
             # one more step to the safe side, so that a recomputation rounding differently stays within target
-            found = found * np.exp(calibrate.MARGIN if mechanism != "staircase" else -calibrate.MARGIN)
-            scale[idx] = np.where(met, found, 0.0 if mechanism == "staircase" else np.inf)
+            safer = 1.0 if events.noise_family(mechanism).noisier_when_larger else -1.0
+            found = found * np.exp(safer * calibrate.MARGIN)
+            scale[idx] = np.where(met, found, np.inf if safer > 0 else 0.0)  # unmet: no noise level suffices
             if met.any():  # the ε reported is evaluated at the returned scale itself
                 rows = idx[met]
                 achieved[rows] = accounting.epsilon(

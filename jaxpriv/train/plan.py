@@ -152,9 +152,10 @@ def plan_privacy(config: DPSGDConfig, n: int, dimension: int | None = None) -> P
     """
     n = int(check_array("n", n, 1.0, np.inf, integer=True))
     check_config(config, n)
-    if config.mechanism == "staircase":
+    family = events.noise_family(config.mechanism)
+    if family.needs_dimension:
         if dimension is None:
-            raise ValueError("dimension (the number of model parameters) is required for mechanism 'staircase'")
+            raise ValueError(f"dimension (the number of model parameters) is required for mechanism {family.name!r}")
         dimension = int(check_array("dimension", dimension, 1.0, np.inf, integer=True))
     else:
         dimension = 1
@@ -187,10 +188,9 @@ def plan_privacy(config: DPSGDConfig, n: int, dimension: int | None = None) -> P
         counts = np.array([float(n)])
         budget = np.array([np.inf if config.epsilon is None else float(config.epsilon)])
         if config.epsilon is None:
-            fixed = {"laplace": "fixed b", "staircase": "fixed ε₀"}.get(config.mechanism, "fixed σ")
-            mode, rate, sigma = fixed, mean_rate, config.noise_multiplier
-        elif config.mechanism in ("laplace", "staircase"):
-            mode, rate = ("b for ε" if config.mechanism == "laplace" else "ε₀ for ε"), mean_rate
+            mode, rate, sigma = f"fixed {family.parameter}", mean_rate, config.noise_multiplier
+        elif family.event_type is not events.Gaussian:  # the Gaussian has its own fused calibration below
+            mode, rate = f"{family.parameter} for ε", mean_rate
             sigma = _harmonized_scale_for(config.mechanism, config.epsilon, mean_rate, steps, delta, orders, dimension)
         elif config.noise_multiplier is None:
             mode, rate = "σ for ε", mean_rate
@@ -283,10 +283,8 @@ class GroupAccountant:
 
     def __init__(self, rates, sigmas, delta: float, *, orders=None, steps: int = 0, mechanism: str = "gaussian",
                  dimension: int | None = None):
-        if mechanism not in events.NOISE_MECHANISMS:
-            raise ValueError(f"mechanism must be one of {events.NOISE_MECHANISMS}, got {mechanism!r}")
-        if mechanism == "staircase" and dimension is None:  # the 1-D curve is not a bound for d > 1
-            raise ValueError("dimension (the number of noised coordinates d ≥ 1) is required for mechanism 'staircase'")
+        if events.noise_family(mechanism).needs_dimension and dimension is None:  # a 1-D curve is no bound
+            raise ValueError(f"dimension (the number of noised coordinates d ≥ 1) is required for mechanism {mechanism!r}")
         self.orders = check_orders(rdp.DEFAULT_ORDERS if orders is None else orders)
         rates = np.atleast_1d(np.asarray(check_array("rates", rates, 0.0, 1.0)))
         sigmas = np.atleast_1d(np.asarray(check_array("sigmas", sigmas, 0.0, np.inf, lo_open=True)))
