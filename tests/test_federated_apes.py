@@ -126,14 +126,17 @@ def test_no_user_spends_more_than_its_budget(system):
         _, noise_key = jax.random.split(key)
         noise_key, sparse_key = jax.random.split(noise_key)
         g = jnp.clip(values[k], -CLIP, CLIP)
-        lam = jnp.float32(2 * CLIP) / jnp.float32(used[k])
+        # the randomizer's λ: 2C/ε rounded up in float32 (never below the exact quotient)
+        lam = jax.jit(clip_laplace.local_scale)(jnp.float32(used[k]), jnp.float32(CLIP))
+        assert float(lam) >= 2 * float(np.float32(CLIP)) / float(np.float32(used[k]))
         if system in ("apes", "sapes"):
             want = clip_laplace.sample(noise_key, g, lam, jnp.float32(CLIP))
             if system == "sapes":
                 want = clip_laplace.sparsify(sparse_key, want, jnp.float32(used[k]), CLIP, 5)
             assert np.all(np.abs(np.asarray(report)) <= CLIP)
         else:
-            want = g + laplace.sample(noise_key, lam, (d,), jnp.float32)
+            # under jit, as the client computes it (XLA may contract g + λ·L into one fused multiply-add)
+            want = jax.jit(lambda g, key, lam: g + laplace.sample(key, lam, (d,), jnp.float32))(g, noise_key, lam)
         # float32 throughout; XLA may fuse g + λ·L differently under jit: 2 ulp
         np.testing.assert_allclose(np.asarray(report), np.asarray(want), rtol=2 * 2.0**-23, atol=0)
         assert float(state) == np.float32(used[k])

@@ -188,6 +188,24 @@ def test_local_scale():
     np.testing.assert_allclose(clap.local_scale([0.5, 1.0, 8.0], 0.1), [0.4, 0.2, 0.025], rtol=1e-15)
 
 
+def test_local_scale_is_never_below_2c_over_epsilon():
+    from fractions import Fraction
+
+    rng = np.random.default_rng(0)
+    eps, clip = rng.uniform(0.01, 20.0, 300), rng.uniform(0.01, 5.0, 300)
+    exact = [2 * Fraction(c) / Fraction(e) for e, c in zip(eps, clip)]
+    lam = clap.local_scale(eps, clip)  # concrete: float64, rounded up
+    assert all(Fraction(v) >= x for v, x in zip(lam, exact))
+    assert np.max(np.abs(lam / (2 * clip / eps) - 1)) <= 2.3e-16  # at most one ulp above
+    # traced (a client's ε inside a jitted float32 round): its own dtype, still never below
+    e32, c32 = eps.astype(np.float32), clip.astype(np.float32)
+    lam32 = np.asarray(jax.jit(clap.local_scale)(e32, c32))
+    assert lam32.dtype == np.float32
+    assert all(Fraction(float(v)) >= 2 * Fraction(float(c)) / Fraction(float(e)) for v, e, c in zip(lam32, e32, c32))
+    bad = np.asarray(jax.jit(clap.local_scale)(np.float32([0.0, -1.0, 1.0]), np.float32([1.0, 1.0, 0.0])))
+    assert np.all(np.isnan(bad))
+
+
 # ------------------------------------------------------------------------------------------------
 # sampling
 # ------------------------------------------------------------------------------------------------

@@ -188,7 +188,7 @@ def _perturb(mechanism, key, flat, eps, clip, b):
         return flat
     g = jnp.clip(flat, -clip, clip)
     noise_key, sparse_key = jax.random.split(key)
-    lam = (2.0 * clip / eps).astype(flat.dtype)  # clip_laplace.local_scale: Δ = 2C (traced here)
+    lam = clip_laplace.local_scale(eps.astype(flat.dtype), jnp.asarray(clip, flat.dtype))  # Δ = 2C, rounded up
     if mechanism == "laplace":  # λ is already the scale on the coordinate (sensitivity 1)
         return noise.add_noise(noise_key, g, events.Laplace(lam), flat=True)
     z = clip_laplace.sample(noise_key, g, lam, jnp.asarray(clip, g.dtype))

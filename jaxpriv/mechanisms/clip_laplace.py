@@ -36,6 +36,7 @@ import numpy as np
 
 from .._batching import map_chunked
 from .._numerics import as_output, check_array, check_broadcastable, float64, is_concrete
+from ._common import directed_quotient
 
 __all__ = [
     "normalizer",
@@ -332,27 +333,36 @@ def variance(f, lam, A):
 
 
 def local_scale(epsilon, clip):
-    """APES noise scale λ = 2C/ε: sensitivity Δ = 2C of a coordinate clipped to [−C, C] (A = C).
+    """APES noise scale λ = 2C/ε: sensitivity Δ = 2C of a coordinate clipped to [−C, C] (A = C), rounded
+    up, so a client never gets less noise than its ε asks for.
 
-    Source: seed 000, Theorem 1 (λ = Δf/ε) and Algorithm 1 (λ_i = 2C/ε_i); MATH §4.1.
+    Source: seed 000, Theorem 1 (λ = Δf/ε) and Algorithm 1 (λ_i = 2C/ε_i); MATH §4.1. Concrete inputs
+    give the float64 quotient rounded up (MATH §0.1). Traced inputs (a client's ε inside a jitted round)
+    give, in their own float dtype, the correctly rounded quotient moved up one ulp (≥ 2C/ε for the ε
+    and C as given), NaN where ε or C is not > 0.
 
     Args:
       epsilon: local budget ε > 0.
       clip: clip bound C > 0.
 
     Returns:
-      float64 array of λ, shape = broadcast of the arguments.
+      float64 array of λ, shape = broadcast of the arguments (traced: a JAX array of the inputs' dtype).
 
     Example:
       >>> from jaxpriv.mechanisms import clip_laplace
-      >>> float(clip_laplace.local_scale(0.5, 1.0))
-      4.0
+      >>> float(clip_laplace.local_scale(0.5, 1.0)), float(clip_laplace.local_scale(3.0, 1.0)) > 2 / 3
+      (4.0, True)
     """
+    if not is_concrete((epsilon, clip)):
+        epsilon, clip = jnp.asarray(epsilon), jnp.asarray(clip)
+        lam = 2.0 * clip / epsilon  # 2C is exact: only the division rounds, by at most half an ulp
+        lam = jnp.nextafter(lam, jnp.asarray(jnp.inf, lam.dtype))
+        return jnp.where((epsilon > 0) & (clip > 0) & jnp.isfinite(clip), lam, jnp.nan)
     with float64():
         epsilon = check_array("epsilon", epsilon, 0.0, np.inf, lo_open=True)
         clip = check_array("clip", clip, 0.0, np.inf, lo_open=True)
         check_broadcastable(epsilon=epsilon, clip=clip)
-        return as_output(2.0 * clip / epsilon)
+        return as_output(directed_quotient(2.0 * clip, epsilon, up=True))
 
 
 # ----------------------------------------------------------------------------------------------------
