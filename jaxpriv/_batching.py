@@ -124,8 +124,8 @@ def map_chunked(
         stop = min(start + chunk, n)
         # Pad the last chunk by repeating its last configuration: valid input, one compiled shape.
         padded = [
-            np.broadcast_to(x, (chunk,)) if x.shape[0] == 1
-            else np.concatenate([x[start:stop], np.repeat(x[stop - 1 : stop], chunk - (stop - start))])
+            np.broadcast_to(x, (chunk,) + x.shape[1:]) if x.shape[0] == 1
+            else np.concatenate([x[start:stop], np.repeat(x[stop - 1 : stop], chunk - (stop - start), axis=0)])
             for x in inputs
         ]
         result = [to_host(r) for r in kernel(*(to_devices(padded, sharding) if shard else padded))]

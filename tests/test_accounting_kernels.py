@@ -83,6 +83,9 @@ def test_rdp_accountant_curve_and_its_conversion():
 @pytest.mark.parametrize("call,match", [
     (lambda acc: acc.epsilon_of_curve(np.ones((2, 4)), 0.0), "delta must lie in"),
     (lambda acc: acc.epsilon_of_curve(np.ones((2, 4)), 1.0), "delta must lie in"),
+    (lambda acc: acc.epsilon_of_curve(np.ones((2, 3)), 1e-5), "curve must have the 4 orders on its last axis"),
+    (lambda acc: acc.epsilon_of_curve(-np.ones(4), 1e-5), "curve must lie in"),
+    (lambda acc: acc.epsilon_of_curve(np.ones((2, 4)), [1e-5, 1e-6, 1e-7]), "do not broadcast"),
     (lambda acc: acc.curve(events.Gaussian(-1.0)), "noise_multiplier"),
     (lambda acc: acc.curve(events.Shuffled(np.array([1.0, 2.0]), model="gspa")), "cannot interpret"),
 ])

@@ -100,9 +100,22 @@ class RDP:
           >>> round(float(acc.epsilon_of_curve(10_000 * step, 1e-5)), 3)
           5.632
         """
+        orders = self._orders()
         with float64():
-            delta = check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True)
-            return np.asarray(_rdp_curves.to_epsilon(curve, self._orders(), delta)[0], np.float64)
+            curve = np.asarray(check_array("curve", curve, 0.0, np.inf, allow_inf=True), np.float64)
+            if curve.ndim == 0 or curve.shape[-1] != orders.size:
+                raise ValueError(f"curve must have the {orders.size} orders on its last axis, got shape {curve.shape}")
+            delta = np.asarray(check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True), np.float64)
+            shape = check_broadcastable(curve=np.empty(curve.shape[:-1]), delta=delta)
+            rows = np.broadcast_to(curve, shape + curve.shape[-1:]).reshape(-1, orders.size)
+
+            def convert(rows, delta):
+                return (np.asarray(_rdp_curves.to_epsilon(rows, orders, delta)[0]),)
+
+            # chunked as epsilon() chunks its settings, so the same setting gets the same bits either way
+            (out,) = map_chunked(convert, [rows, np.broadcast_to(delta, shape).reshape(-1)], progress=False,
+                                 shard=False)
+            return out.reshape(shape)
 
     def delta(self, event, epsilon, *, chunk_size=None, progress=None):
         return _run_rdp(event, epsilon, self._orders(), "delta", chunk_size, progress)
