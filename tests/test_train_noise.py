@@ -38,9 +38,9 @@ def assert_std(draws, expected_var):
 
 TRANSFORMS = {
     "gaussian": (lambda seed, n: noise.gaussian_noise(3.0, seed=seed, normalize_by=n), 3.0**2),
-    "laplace": (lambda seed, n: noise.laplace_noise(0.7, seed=seed, normalize_by=n), float(laplace.variance(0.7))),
+    "laplace": (lambda seed, n: noise.noise_transform(events.Laplace(0.7), seed=seed, normalize_by=n), float(laplace.variance(0.7))),
     "staircase": (
-        lambda seed, n: noise.staircase_noise(0.5, 0.3, 2.0, seed=seed, normalize_by=n),
+        lambda seed, n: noise.noise_transform(events.Staircase(0.5, 0.3), seed=seed, sensitivity=2.0, normalize_by=n),
         float(staircase.variance(0.5, 0.3, 2.0)),
     ),
 }
@@ -96,7 +96,7 @@ def test_deterministic_given_the_seed():
     zeros = {"w": jnp.zeros(16)}
     outs = []
     for seed in [5, 5, jax.random.key(5), jax.random.PRNGKey(5), 6]:
-        tx = noise.laplace_noise(1.0, seed=seed)
+        tx = noise.noise_transform(events.Laplace(1.0), seed=seed)
         out, state = tx.update(zeros, tx.init(zeros))
         outs.append((np.asarray(out["w"]), np.asarray(jax.random.key_data(state.key))))
     np.testing.assert_array_equal(outs[0][0], outs[1][0])
@@ -155,7 +155,8 @@ def test_nnx_state_and_dtypes():
         assert leaf.dtype == jnp.float32 and np.all(np.asarray(leaf) != 0)
     # bfloat16 leaves stay bfloat16 (noise drawn in float32, the sum cast back)
     half = {"w": jnp.zeros(10_000, jnp.bfloat16)}
-    noisy, _ = noise.laplace_noise(1.0, seed=0).update(half, noise.laplace_noise(1.0, seed=0).init(half))
+    tx = noise.noise_transform(events.Laplace(1.0), seed=0)
+    noisy, _ = tx.update(half, tx.init(half))
     assert noisy["w"].dtype == jnp.bfloat16
     assert_std(noisy["w"].astype(jnp.float32), 2.0)  # bfloat16 rounding adds ~1e-5 relative variance
 
@@ -171,7 +172,7 @@ def test_float64_leaves_with_x64_on():
 
 def test_staircase_default_gamma_is_optimal():
     zeros = {"w": jnp.zeros(1000)}
-    tx = noise.staircase_noise(1.5, seed=2)
+    tx = noise.noise_transform(events.Staircase(1.5), seed=2)
     out, _ = tx.update(zeros, tx.init(zeros))
     keys = jax.random.split(jax.random.key(2), 2)
     expected = staircase.sample(keys[1], 1.5, float(staircase.optimal_gamma(1.5)), (1000,), sensitivity=1.0, dtype=jnp.float32)
@@ -204,13 +205,13 @@ def _old_noise_update(draw, key, updates, denominator):
 
 @pytest.mark.parametrize("name", ["gaussian", "laplace", "staircase"])
 def test_trainer_noise_is_bit_identical_to_the_old_formula(name):
-    """dpsgd.train builds these front ends with Python floats; the jitted step must draw exactly as before."""
+    """Built with Python floats (as dpsgd.train builds its noise), the jitted step must draw exactly as before."""
     tx, draw = {
         "gaussian": (noise.gaussian_noise(1.37, seed=11, normalize_by=25.6),
                      lambda k, s, d: gaussian.sample(k, 1.37, s, d)),
-        "laplace": (noise.laplace_noise(0.61, seed=11, normalize_by=25.6),
+        "laplace": (noise.noise_transform(events.Laplace(0.61), seed=11, normalize_by=25.6),
                     lambda k, s, d: laplace.sample(k, 0.61, s, d)),
-        "staircase": (noise.staircase_noise(0.9, None, 1.3, seed=11, normalize_by=25.6),
+        "staircase": (noise.noise_transform(events.Staircase(0.9), seed=11, sensitivity=1.3, normalize_by=25.6),
                       lambda k, s, d: staircase.sample(k, 0.9, None, s, sensitivity=1.3, dtype=d)),
     }[name]
     grads = {"w": jnp.linspace(-2.0, 2.0, 60).reshape(12, 5), "b": jnp.arange(5.0), "h": jnp.ones(7, jnp.bfloat16)}
@@ -360,13 +361,13 @@ BAD = [
     ("gaussian seed string", lambda: noise.gaussian_noise(1.0, seed="0"), "seed"),
     ("gaussian seed bool", lambda: noise.gaussian_noise(1.0, seed=True), "seed"),
     ("gaussian seed key batch", lambda: noise.gaussian_noise(1.0, seed=jax.random.split(jax.random.key(0), 2)), "seed"),
-    ("laplace scale ≤ 0", lambda: noise.laplace_noise(-1.0, seed=0), "scale"),
-    ("laplace normalize_by inf", lambda: noise.laplace_noise(1.0, seed=0, normalize_by=np.inf), "normalize_by"),
-    ("staircase epsilon ≤ 0", lambda: noise.staircase_noise(0.0, seed=0), "epsilon"),
-    ("staircase gamma > 1", lambda: noise.staircase_noise(1.0, 1.5, seed=0), "gamma"),
-    ("staircase gamma < 0", lambda: noise.staircase_noise(1.0, -0.1, seed=0), "gamma"),
-    ("staircase sensitivity ≤ 0", lambda: noise.staircase_noise(1.0, None, 0.0, seed=0), "sensitivity"),
-    ("staircase normalize_by ≤ 0", lambda: noise.staircase_noise(1.0, seed=0, normalize_by=-2.0), "normalize_by"),
+    ("laplace scale ≤ 0", lambda: noise.noise_transform(events.Laplace(-1.0), seed=0), "scale"),
+    ("laplace normalize_by inf", lambda: noise.noise_transform(events.Laplace(1.0), seed=0, normalize_by=np.inf), "normalize_by"),
+    ("staircase epsilon ≤ 0", lambda: noise.noise_transform(events.Staircase(0.0), seed=0), "epsilon"),
+    ("staircase gamma > 1", lambda: noise.noise_transform(events.Staircase(1.0, 1.5), seed=0), "gamma"),
+    ("staircase gamma < 0", lambda: noise.noise_transform(events.Staircase(1.0, -0.1), seed=0), "gamma"),
+    ("staircase sensitivity ≤ 0", lambda: noise.noise_transform(events.Staircase(1.0), seed=0, sensitivity=0.0), "sensitivity"),
+    ("staircase normalize_by ≤ 0", lambda: noise.noise_transform(events.Staircase(1.0), seed=0, normalize_by=-2.0), "normalize_by"),
     ("transform event not a noise event", lambda: noise.noise_transform(events.RandomizedResponse(1.0), seed=0),
      "event"),
     ("transform event a string", lambda: noise.noise_transform("gaussian", seed=0), "event"),

@@ -59,7 +59,7 @@ from .._checks import check_values, in_range
 from .._numerics import is_concrete
 from ..mechanisms import gaussian, laplace, staircase
 
-__all__ = ["NoiseState", "noise_transform", "add_noise", "gaussian_noise", "laplace_noise", "staircase_noise"]
+__all__ = ["NoiseState", "noise_transform", "add_noise", "gaussian_noise"]
 
 #: additive mechanisms whose noise is ``sample(key, number × Δ, shape, dtype)``: the event's field, the sampler
 _SCALED = {events.Gaussian: ("noise_multiplier", gaussian.sample), events.Laplace: ("scale", laplace.sample)}
@@ -284,54 +284,3 @@ def gaussian_noise(stddev, *, seed, normalize_by=1.0) -> optax.GradientTransform
       0.5
     """
     return noise_transform(events.Gaussian(_positive("stddev", stddev)), seed=seed, normalize_by=normalize_by)
-
-
-def laplace_noise(scale, *, seed, normalize_by=1.0) -> optax.GradientTransformation:
-    """Add Lap(scale) noise to every leaf of the update, then divide by ``normalize_by`` (MATH §6,
-    UDP-FL's Laplace clients): :func:`noise_transform` with ``events.Laplace(scale)`` at sensitivity 1. Its
-    standard deviation after normalisation is √2·scale/normalize_by.
-
-    Args:
-      scale: Laplace scale b > 0 on the sum.
-      seed: an int or a JAX PRNG key.
-      normalize_by: the expected batch size, > 0.
-
-    Returns:
-      an ``optax.GradientTransformation`` with :class:`NoiseState`.
-
-    Example:
-      >>> import jax.numpy as jnp
-      >>> from jaxpriv.train import noise
-      >>> tx = noise.laplace_noise(1.0, seed=0, normalize_by=2.0)
-      >>> out, _ = tx.update({"b": jnp.zeros(100_000)}, tx.init(None))
-      >>> round(float(abs(out["b"]).mean()), 2)  # E|Lap(b)|/2 = 0.5
-      0.5
-    """
-    return noise_transform(events.Laplace(_positive("scale", scale)), seed=seed, normalize_by=normalize_by)
-
-
-def staircase_noise(epsilon, gamma=None, sensitivity=1.0, *, seed, normalize_by=1.0) -> optax.GradientTransformation:
-    """Add staircase noise (Geng & Viswanath) to every leaf of the update, then divide by
-    ``normalize_by`` (MATH §4.2, §6; UDP-FL's Staircase clients): :func:`noise_transform` with
-    ``events.Staircase(epsilon, gamma)``.
-
-    Args:
-      epsilon: ε > 0.
-      gamma: γ ∈ [0, 1], or ``None`` for the optimal γ* = 1/(1 + e^{ε/2}).
-      sensitivity: Δ > 0 (the clip norm of the summed gradients).
-      seed: an int or a JAX PRNG key.
-      normalize_by: the expected batch size, > 0.
-
-    Returns:
-      an ``optax.GradientTransformation`` with :class:`NoiseState`.
-
-    Example:
-      >>> import jax.numpy as jnp
-      >>> from jaxpriv.train import noise
-      >>> tx = noise.staircase_noise(1.0, seed=0, normalize_by=1.0)
-      >>> out, _ = tx.update({"b": jnp.zeros(4)}, tx.init(None))
-      >>> out["b"].shape
-      (4,)
-    """
-    return noise_transform(events.Staircase(epsilon, gamma), seed=seed, sensitivity=sensitivity,
-                           normalize_by=normalize_by)
