@@ -16,7 +16,8 @@ add Gaussian noise N(0, σ²C²), σ = 1, to the clipped sum, divided by the bat
   ``"ghost"`` and ``"vmap"`` paths separately) + ``jaxpriv.train.noise.gaussian_noise`` + ``optax.sgd``,
   one ``jax.jit``-compiled step.
 * **jaxpriv train() step** — the public trainer's step (``make_step``): a Poisson batch of expected size 256
-  from the bench's 1024 images, padded to its bucket (goal: ≤ 1.1× the bare DP step above). With
+  from the bench's 1024 images, padded to its bucket (a long run's: 256, 272, 304 or 336 rows), the batches drawn in blocks of steps
+  as ``train()`` draws them (goal: ≤ 1.1× the bare DP step above). With
   ``--chunk N`` also the same step processing the batch in physical chunks of N examples (a loop that stops
   after the last chunk holding a sampled example: the logical-batch path, ``DPSGDConfig.microbatch_size``).
 * **JAX non-private** — ``jax.grad`` of the mean loss + ``optax.sgd``, same model, one jitted step.
@@ -399,26 +400,39 @@ class JaxContender:
 
 class TrainerContender:
     """The public trainer's step (:func:`jaxpriv.train.dpsgd.make_step`, as ``train()`` runs it): a Poisson batch
-    of expected size 256 drawn by :class:`~jaxpriv.train.sampling.PoissonSampler` from the bench's 1024
-    images, padded to its bucket, gathered on device, clipped, noised, applied."""
+    of expected size 256 drawn by the trainer's sampler (:func:`jaxpriv.train.dpsgd.trainer_sampler`, in blocks
+    of steps as ``train()`` draws them) from the bench's 1024 images, padded to its bucket, gathered on device,
+    clipped, noised, applied."""
 
     def __init__(self, name, graphdef, params, rest, xs, ys, seed: int, chunk: int | None = None):
-        from jaxpriv.train.dpsgd import make_step
-        from jaxpriv.train.sampling import PoissonSampler
+        from jaxpriv.train.dpsgd import make_step, sample_block_size, trainer_sampler
 
         self.name = name
         self.x = jnp.asarray(np.concatenate(xs))
         self.y = jnp.asarray(np.concatenate(ys))
         n = self.x.shape[0]
-        self.sampler = PoissonSampler(np.full(n, BATCH / n), seed=seed)
+        # a long run's buckets
+        self.sampler = trainer_sampler(np.full(n, BATCH / n), seed, steps=10_000)
+        self.block, self.queue = sample_block_size(n), []
         self.tx = optax.chain(gaussian_noise_transform(seed)[0], optax.sgd(LR))
         self.step = make_step(graphdef, rest, self.tx, per_example_loss, chunk, CLIP)
         self.params, self.opt_state = params, self.tx.init(params)
         self.clip, self.key, self.t = jnp.full(n, CLIP), jax.random.key(seed), 0
+        # compile every bucket a step needs in practice (those under the bound bucket; the bound one comes
+        # once in 10³ steps), as a long train() run has: the timed steps measure steps, not compiles
+        from jaxpriv.train.sampling import bucket_sizes
+
+        bound = bucket_sizes(np.full(n, BATCH / n))[0]
+        for size in (b for b in self.sampler.buckets if b < bound):
+            rows = jnp.zeros(size, jnp.int32)
+            jax.block_until_ready(self.step(params, self.opt_state, self.x, self.y, self.clip, rows,
+                                            rows.astype(bool), self.key))
 
     def run(self, n: int):
         for _ in range(n):
-            batch = self.sampler.sample(self.t)
+            if not self.queue:  # as train() draws them: a block of steps' batches at once
+                self.queue = self.sampler.sample_block(self.t, self.block)
+            batch = self.queue.pop(0)
             self.params, self.opt_state = self.step(self.params, self.opt_state, self.x, self.y, self.clip,
                                                     batch.indices, batch.mask, jax.random.fold_in(self.key, self.t))
             self.t += 1

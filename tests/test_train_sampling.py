@@ -98,9 +98,49 @@ def test_first_bucket_covers_the_binomial_quantile(n, q):
     assert all(a < b for a, b in zip(sizes, sizes[1:]))
 
 
+@pytest.mark.parametrize("n,q", [(1024, 0.25), (60_000, 256 / 60_000), (1797, 64 / 1797)])
+def test_finer_buckets_sit_at_the_standard_deviations(n, q):
+    plain = bucket_sizes(np.full(n, q))
+    fine = bucket_sizes(np.full(n, q), below=(1, 3))
+    sd = math.sqrt(n * q * (1 - q))
+    assert fine[-len(plain):] == plain  # the bound bucket and its doublings are unchanged
+    extra = fine[:-len(plain)]
+    assert len(extra) == 2 and all(b % 8 == 0 for b in extra)
+    assert n * q + sd <= extra[0] < n * q + sd + 8 and n * q + 3 * sd <= extra[1] < n * q + 3 * sd + 8
+    # the exact binomial law: most steps fit the first, almost all the second
+    assert stats.binom.cdf(extra[0], n, q) >= 0.8 and stats.binom.cdf(extra[1], n, q) >= 0.998
+
+
+def test_sample_block_draws_the_batches_of_sample():
+    rates = np.random.default_rng(0).uniform(0, 0.2, 3000)
+    sampler = PoissonSampler(rates, seed=7, buckets=bucket_sizes(rates, below=(0, 1, 3)))
+    block = sampler.sample_block(11, 9)
+    assert [b.step for b in block] == list(range(11, 20))
+    for b in block:
+        one = sampler.sample(b.step)
+        assert b.size == one.size and int(np.asarray(b.mask).sum()) == b.size
+        np.testing.assert_array_equal(np.asarray(b.indices), np.asarray(one.indices))
+        np.testing.assert_array_equal(np.asarray(b.mask), np.asarray(one.mask))
+    assert len({b.indices.shape[0] for b in block}) > 1  # several buckets in one block
+
+
 # --------------------------------------------------------------------------------------------------
 # bad inputs
 # --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("below, match", [((-1.0,), "below must lie in"), ((np.nan,), "below contains NaN"),
+                                          (("one",), "below must be standard-deviation offsets")])
+def test_bad_below(below, match):
+    with pytest.raises(ValueError, match=match):
+        bucket_sizes([0.1, 0.2], below=below)
+
+
+@pytest.mark.parametrize("start, count, match", [(-1, 2, "start must lie"), (0, 0, "count must lie"),
+                                                 (0, 1.5, "count must be an integer"), (2.5, 1, "start must be")])
+def test_bad_sample_block(start, count, match):
+    with pytest.raises(ValueError, match=match):
+        PoissonSampler(0.1, seed=0, n=10).sample_block(start, count)
 
 
 @pytest.mark.parametrize("rates", [[0.1, 1.5], [-0.1, 0.2], [np.nan, 0.1], [], [0.0, 0.0]])
