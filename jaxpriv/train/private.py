@@ -52,8 +52,7 @@ class PrivateTrainer:
     def __init__(self, model, tx, x, y, loss_fn, *, sample_rate, noise_multiplier, max_grad_norm, delta,
                  target_epsilon, total_steps, seed, microbatch_size):
         from .._numerics import derive_seeds
-        from .dpsgd import GroupAccountant, make_step
-        from .sampling import PoissonSampler
+        from .dpsgd import GroupAccountant, make_step, sample_block_size, trainer_sampler
 
         self.model = model
         self.sample_rate, self.noise_multiplier = float(sample_rate), float(noise_multiplier)
@@ -62,7 +61,9 @@ class PrivateTrainer:
         self.accountant = GroupAccountant([self.sample_rate], [self.noise_multiplier], self.delta)
         sampler_seed, noise_seed, loss_seed = derive_seeds(seed, 3)
         n = int(np.shape(x)[0])
-        self._sampler = PoissonSampler(self.sample_rate, seed=sampler_seed, n=n)
+        # train()'s sampler: its buckets, and the batches of a block of steps drawn at once
+        self._sampler = trainer_sampler(np.full(n, self.sample_rate), sampler_seed, self.total_steps)
+        self._block, self._batches = sample_block_size(n), []
         from .. import events
         from .noise import noise_transform
 
@@ -95,7 +96,9 @@ class PrivateTrainer:
             raise RuntimeError(f"the privacy budget is spent: the {self.total_steps} planned steps are done "
                                f"(ε = {self.epsilon():.4g} ≤ target {self.target_epsilon:g} at δ = {self.delta:g}); "
                                "another step would exceed the target")
-        batch = self._sampler.sample(t)
+        if not self._batches or self._batches[0].step != t:
+            self._batches = self._sampler.sample_block(t, self._block)
+        batch = self._batches.pop(0)
         self._params, self._opt_state = self._step(self._params, self._opt_state, self._x, self._y, None,
                                                    batch.indices, batch.mask, jax.random.fold_in(self._loss_key, t))
         self.accountant.steps += 1
