@@ -202,7 +202,8 @@ def test_local_scale_is_never_below_2c_over_epsilon():
     lam32 = np.asarray(jax.jit(clap.local_scale)(e32, c32))
     assert lam32.dtype == np.float32
     assert all(Fraction(float(v)) >= 2 * Fraction(float(c)) / Fraction(float(e)) for v, e, c in zip(lam32, e32, c32))
-    bad = np.asarray(jax.jit(clap.local_scale)(np.float32([0.0, -1.0, 1.0]), np.float32([1.0, 1.0, 0.0])))
+    bad = np.asarray(jax.jit(clap.local_scale)(np.float32([0.0, -1.0, 1.0, np.inf, np.nan, 1.0]),
+                                               np.float32([1.0, 1.0, 0.0, 1.0, 1.0, np.inf])))
     assert np.all(np.isnan(bad))
 
 

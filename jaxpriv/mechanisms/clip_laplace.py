@@ -339,7 +339,7 @@ def local_scale(epsilon, clip):
     Source: seed 000, Theorem 1 (λ = Δf/ε) and Algorithm 1 (λ_i = 2C/ε_i); MATH §4.1. Concrete inputs
     give the float64 quotient rounded up (MATH §0.1). Traced inputs (a client's ε inside a jitted round)
     give, in their own float dtype, the correctly rounded quotient moved up one ulp (≥ 2C/ε for the ε
-    and C as given), NaN where ε or C is not > 0.
+    and C as given), NaN where ε or C is not a finite number > 0.
 
     Args:
       epsilon: local budget ε > 0.
@@ -357,7 +357,8 @@ def local_scale(epsilon, clip):
         epsilon, clip = jnp.asarray(epsilon), jnp.asarray(clip)
         lam = 2.0 * clip / epsilon  # 2C is exact: only the division rounds, by at most half an ulp
         lam = jnp.nextafter(lam, jnp.asarray(jnp.inf, lam.dtype))
-        return jnp.where((epsilon > 0) & (clip > 0) & jnp.isfinite(clip), lam, jnp.nan)
+        valid = (epsilon > 0) & jnp.isfinite(epsilon) & (clip > 0) & jnp.isfinite(clip)
+        return jnp.where(valid, lam, jnp.nan)
     with float64():
         epsilon = check_array("epsilon", epsilon, 0.0, np.inf, lo_open=True)
         clip = check_array("clip", clip, 0.0, np.inf, lo_open=True)
