@@ -541,6 +541,27 @@ def test_bfloat16_models_clip_in_float32_and_never_exceed_the_clip_norm():
             assert norm >= clip * (1 - 1e-3)
 
 
+@pytest.mark.parametrize("model_name", ["multi", "transformer"])
+def test_float32_clipped_contribution_never_exceeds_the_clip_norm(model_name):
+    """The sensitivity the noise is scaled by: each example's clipped contribution, alone in the batch, has
+    norm ≤ C to float32 rounding, on every ghost route (convolutions, embeddings, the Gram trick, attention
+    projections). The ghost norm and the clipped sum are separate passes, so matrix products of reduced
+    precision in either (TF32 on NVIDIA GPUs) would show here as a contribution above C."""
+    from jaxpriv.train.models import Transformer, cross_entropy_loss
+
+    if model_name == "multi":
+        model, (x, y), loss_fn = Multi(nnx.Rngs(0)), multi_data(6), xent
+    else:
+        model = Transformer(4, 5, 3, width=8, heads=2, depth=1, rngs=nnx.Rngs(0))
+        x, y, loss_fn = jax.random.normal(jax.random.key(4), (6, 20)), jnp.array([0, 1, 2, 1, 0, 2]), cross_entropy_loss
+    clip = 1e-3  # every example clipped
+    for method in ("ghost", "vmap"):
+        for i in range(6):
+            alone = clipped(model, x, y, clip, loss_fn=loss_fn, method=method, mask=np.arange(6) == i)
+            norm = math.sqrt(sum(float(np.sum(v * v)) for v in flat(alone.grads).values()))
+            assert clip * (1 - 1e-5) <= norm <= clip * (1 + 1e-6), (method, i, norm / clip)
+
+
 def test_transformer_is_clipped_by_ghost_norms_and_matches_loop(caplog):
     from jaxpriv.train.models import Transformer, cross_entropy_loss
 

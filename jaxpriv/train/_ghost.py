@@ -22,7 +22,7 @@ from flax import nnx
 from flax.errors import TraceContextError
 from flax.nnx.nn.linear import _conv_dimension_numbers, canonicalize_padding
 
-__all__ = ["GhostLayer", "GhostUnsupported", "Taps", "ghost_layers", "layer_name", "per_row"]
+__all__ = ["EXACT", "GhostLayer", "GhostUnsupported", "Taps", "ghost_layers", "layer_name", "per_row"]
 
 
 class GhostUnsupported(ValueError):
@@ -39,6 +39,13 @@ def layer_name(path) -> str:
 # --------------------------------------------------------------------------------------------------
 
 
+#: The precision of every product that forms a norm or a clipped contribution. The norm and the clipped sum
+#: are separate computations: at the backend's default precision (TF32 on NVIDIA GPUs rounds float32
+#: operands to 10-bit mantissas) each could round differently, and an example's contribution could exceed
+#: its clip norm by ~1e-3 relative. At full precision both are exact to float32 rounding.
+EXACT = jax.lax.Precision.HIGHEST
+
+
 def _outer_sq_norm(a, g):
     """‖aᵀg‖²_F for a (T, d), g (T, p): the squared norm of Σ_t a_t g_tᵀ, by the cheaper route."""
     t, d = a.shape
@@ -46,8 +53,8 @@ def _outer_sq_norm(a, g):
     if t == 1:
         return jnp.sum(a * a) * jnp.sum(g * g)
     if t * (d + p) < d * p:  # Gram trick: Σ_{t,s} (a_t·a_s)(g_t·g_s), cost T²(d+p)
-        return jnp.sum((a @ a.T) * (g @ g.T))
-    return jnp.sum(jnp.square(a.T @ g))  # materialised per-example gradient, cost Tdp
+        return jnp.sum(jnp.matmul(a, a.T, precision=EXACT) * jnp.matmul(g, g.T, precision=EXACT))
+    return jnp.sum(jnp.square(jnp.matmul(a.T, g, precision=EXACT)))  # materialised per-example gradient, cost Tdp
 
 
 def _bias_sq_norm(g):
@@ -97,10 +104,13 @@ class GhostLayer:
             layer = nnx.merge(graphdef, s)
             if getattr(layer, "dtype", None) is not None:
                 layer.dtype = jnp.promote_types(layer.dtype, jnp.float32)
+            if hasattr(layer, "precision"):  # the weight gradient at the precision its norm was taken in
+                layer.precision = EXACT
             return [layer(a) for a in acts]
 
-        _, vjp = jax.vjp(outputs, state)
-        (grads,) = vjp(cot)
+        with jax.default_matmul_precision("highest"):  # and whatever the layer calls that has no precision
+            _, vjp = jax.vjp(outputs, state)
+            (grads,) = vjp(cot)
         return {self.path + k: v for k, v in _flat_values(grads).items()}
 
 

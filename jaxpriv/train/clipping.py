@@ -53,7 +53,7 @@ import numpy as np
 from flax import nnx
 
 from .._numerics import check_array, is_concrete
-from ._ghost import GhostUnsupported, Taps, ghost_layers, layer_name, per_row
+from ._ghost import EXACT, GhostUnsupported, Taps, ghost_layers, layer_name, per_row
 
 __all__ = [
     "ClippedGradient",
@@ -353,7 +353,8 @@ def _pass(plan: _ClipPlan, batch: _Batch):
     for path, var in nnx.to_flat_state(g_other):
         g = var.get_value()
         g = jnp.where(per_row(valid, g), g, jnp.zeros((), g.dtype))
-        grads[path] = jnp.tensordot(factor[group_of[path]].astype(g.dtype), g, axes=1)
+        # at full precision: Σ_i c_i g_i must not round g_i (TF32 would) away from the g_i its norm was taken of
+        grads[path] = jnp.tensordot(factor[group_of[path]].astype(g.dtype), g, axes=1, precision=EXACT)
     for name, layer in layers.items():
         grads.update(layer.clipped_sum(acts[name], g_probes[name], factor[name], valid))
     loss_sum = jnp.sum(jnp.where(batch.mask, loss, 0.0))
