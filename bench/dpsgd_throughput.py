@@ -251,7 +251,16 @@ def torch_images(torch, x):
     second convolution (up to ~90% off; found by the agreement check below). A clone in contiguous_format
     avoids it; the JAX side is unaffected.
     """
-    return torch.from_numpy(x.transpose(0, 3, 1, 2)).clone(memory_format=torch.contiguous_format)
+    return torch.from_numpy(x.transpose(0, 3, 1, 2)).clone(memory_format=torch.contiguous_format).to(torch_device(torch))
+
+
+def torch_labels(torch, y):
+    return torch.from_numpy(y.astype(np.int64)).to(torch_device(torch))
+
+
+def torch_device(torch) -> str:
+    """Where the torch contenders run: the GPU when this machine has one (as the JAX side does), else the CPU."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def torch_model(torch, params):
@@ -276,7 +285,7 @@ def torch_model(torch, params):
         for layer, w, b in weights:
             layer.weight.copy_(torch.from_numpy(np.ascontiguousarray(w)))
             layer.bias.copy_(torch.from_numpy(np.ascontiguousarray(b)))
-    return model, weights
+    return model.to(torch_device(torch)), weights
 
 
 def _flat(state) -> dict:
@@ -362,11 +371,11 @@ def agreement(graphdef, params, rest, x, y, jp_mods, op_mods) -> dict:
         out["auto_vs_jax_privacy"] = rel_diff(sums["auto"], _flat(jp_sum))
     if op_mods is not None:
         torch, opacus = op_mods
-        xs, ys = torch_images(torch, x), torch.from_numpy(y.astype(np.int64))
+        xs, ys = torch_images(torch, x), torch_labels(torch, y)
         model, optimizer, step = opacus_step_fn(torch, opacus, params, [xs], [ys], sigma=0.0, lr=0.0)
         step(xs, ys)  # noise 0, learning rate 0: p.grad is Opacus's clipped sum / batch size
         layers = [model._module[i] for i in (0, 3, 7, 9)]
-        got = [(layer.weight.grad.numpy() * BATCH, layer.bias.grad.numpy() * BATCH) for layer in layers]
+        got = [(layer.weight.grad.cpu().numpy() * BATCH, layer.bias.grad.cpu().numpy() * BATCH) for layer in layers]
         _, weights = torch_model(torch, _unflat_like(params, sums["auto"]))  # our sum in torch's layout
         want = [(w, b) for _, w, b in weights]
         num = max(float(np.max(np.abs(g - w))) for pair_g, pair_w in zip(got, want) for g, w in zip(pair_g, pair_w))
@@ -440,14 +449,16 @@ class TrainerContender:
 
 
 class TorchContender:
-    def __init__(self, name, step, xs, ys):
-        self.name, self.step, self.xs, self.ys = name, step, xs, ys
+    def __init__(self, name, step, xs, ys, torch):
+        self.name, self.step, self.xs, self.ys, self.torch = name, step, xs, ys, torch
         self.i = 0
 
     def run(self, n: int):
         for _ in range(n):
             self.step(self.xs[self.i % len(self.xs)], self.ys[self.i % len(self.ys)])
             self.i += 1
+        if self.torch.cuda.is_available():  # as the JAX contenders block on their results
+            self.torch.cuda.synchronize()
 
 
 def time_contenders(contenders, rounds: int, steps: int, warmup: int) -> dict:
@@ -498,6 +509,7 @@ def versions(jp_mods, op_mods) -> dict:
 
 
 def main(argv=None) -> int:
+    global BATCH  # --batch: every contender, the data and the noise normalisation read it
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer timed rounds (~1–2 min on 2 CPU cores)")
     parser.add_argument("--json", metavar="OUT", help="write all results to this JSON file")
@@ -513,12 +525,17 @@ def main(argv=None) -> int:
                              "examples (the logical-batch loop, DPSGDConfig.microbatch_size)")
     parser.add_argument("--rounds", type=int, help="timed rounds per contender (default 7, 3 with --quick)")
     parser.add_argument("--steps", type=int, help="steps per timed round (default 10, 4 with --quick)")
+    parser.add_argument("--batch", type=int, default=BATCH, metavar="B",
+                        help=f"examples per step (default {BATCH}; the issue's GPU goal is stated at 1024)")
     args = parser.parse_args(argv)
     mode = "quick" if args.quick else "full"
     rounds = args.rounds or (3 if args.quick else 7)
     steps = args.steps or (4 if args.quick else 10)
     if args.chunk is not None and args.chunk < 1:
         parser.error(f"--chunk must be an integer ≥ 1, got {args.chunk}")
+    if args.batch < 1:
+        parser.error(f"--batch must be an integer ≥ 1, got {args.batch}")
+    BATCH = args.batch
     t_start = time.perf_counter()
 
     jp_mods, jp_why = import_jax_privacy()
@@ -570,7 +587,7 @@ def main(argv=None) -> int:
                "batch": BATCH, "clip_norm": CLIP, "noise_multiplier": SIGMA, "parameters": n_params,
                "skipped": skipped, "noise_note": noise_note}
 
-    say("## 1. Agreement of the clipped sums (noise off, one batch of 256)")
+    say(f"## 1. Agreement of the clipped sums (noise off, one batch of {BATCH})")
     say()
     agree = agreement(graphdef, params, rest, xs[0], ys[0], jp_mods, op_mods)
     results["agreement_max_rel_diff"] = agree
@@ -593,12 +610,12 @@ def main(argv=None) -> int:
     if op_mods is not None:
         torch = op_mods[0]
         txs = [torch_images(torch, x) for x in xs]
-        tys = [torch.from_numpy(y.astype(np.int64)) for y in ys]
+        tys = [torch_labels(torch, y) for y in ys]
         _, _, step = opacus_step_fn(torch, op_mods[1], params, txs, tys, SIGMA, LR)
-        contenders.append(TorchContender("Opacus", step, txs, tys))
+        contenders.append(TorchContender("Opacus", step, txs, tys, torch))
         _, _, step = opacus_step_fn(torch, op_mods[1], params, txs, tys, SIGMA, LR, ghost=True)
-        contenders.append(TorchContender("Opacus ghost", step, txs, tys))
-        contenders.append(TorchContender("PyTorch non-private", torch_nonprivate_step_fn(torch, params), txs, tys))
+        contenders.append(TorchContender("Opacus ghost", step, txs, tys, torch))
+        contenders.append(TorchContender("PyTorch non-private", torch_nonprivate_step_fn(torch, params), txs, tys, torch))
 
     say("## 2. Step throughput")
     say()
