@@ -950,7 +950,9 @@ def _add_train_parser(subparsers) -> None:
                         "clip norms and noise multipliers, shared rate) (default: %(default)s)")
     _add_number(p, "noise_multiplier", metavar="SIGMA",
                 extra="without --epsilon/--budgets ε is only reported; with them, rates are calibrated instead of σ")
-    p.add_argument("--mechanism", choices=("gaussian", "laplace", "staircase"), default="gaussian",
+    from .train.config import MECHANISMS  # numpy only, as the argument checks must be
+
+    p.add_argument("--mechanism", choices=MECHANISMS, default="gaussian",
                    help="noise: 'gaussian' (L2 clipping) or 'laplace' (L1 clipping, per-coordinate Laplace; "
                         "--noise-multiplier is then the Laplace scale per unit L1 sensitivity; no --budgets) "
                         "(default: %(default)s)")
@@ -1024,7 +1026,9 @@ def _check_train(args) -> None:
 def _noise_line(mechanism: str, mode: str, group: dict, epsilon: float | None) -> str:
     """The run's noise scale (σ, or the Laplace b, or the staircase ε₀), rate and clip norm, and which of
     them was calibrated to the target ε (the plan's ``mode``, e.g. "σ for ε" or "q for ε")."""
-    name = {"laplace": "Laplace scale b", "staircase": "per-step staircase ε₀"}.get(mechanism, "noise multiplier σ")
+    from .events import noise_family
+
+    name = noise_family(mechanism).description
     target = f"calibrated to ε = {epsilon:g}" if epsilon is not None else ""
     scale_how, rate_how = (target, "") if mode.endswith("for ε") and not mode.startswith("q") else ("given", "")
     if mode == "q for ε":

@@ -215,7 +215,8 @@ class NoiseFamily(NamedTuple):
     ``event(s, dimension)`` builds the event; ``parameter`` names s in messages (σ, b, ε₀); ``norm`` is the
     norm the sensitivity is measured in, hence the norm to clip in; ``noisier_when_larger`` says which way
     s moves towards more privacy (True for σ and b, False for the staircase's ε₀), so which way to round
-    it safely; ``needs_dimension`` that the accounting depends on the number d of noised coordinates."""
+    it safely; ``needs_dimension`` that the accounting depends on the number d of noised coordinates;
+    ``description`` names s for people (reports, the command line)."""
 
     name: str
     event: Callable[[Any, int], Any]
@@ -224,12 +225,14 @@ class NoiseFamily(NamedTuple):
     norm: str
     noisier_when_larger: bool
     needs_dimension: bool
+    description: str
 
 
 _NOISE = {f.name: f for f in (
-    NoiseFamily("gaussian", lambda s, dimension: Gaussian(s), Gaussian, "σ", "l2", True, False),
-    NoiseFamily("laplace", lambda s, dimension: Laplace(s), Laplace, "b", "l1", True, False),
-    NoiseFamily("staircase", lambda s, dimension: Staircase(s, None, dimension), Staircase, "ε₀", "l1", False, True),
+    NoiseFamily("gaussian", lambda s, dimension: Gaussian(s), Gaussian, "σ", "l2", True, False, "noise multiplier σ"),
+    NoiseFamily("laplace", lambda s, dimension: Laplace(s), Laplace, "b", "l1", True, False, "Laplace scale b"),
+    NoiseFamily("staircase", lambda s, dimension: Staircase(s, None, dimension), Staircase, "ε₀", "l1", False, True,
+                "per-step staircase ε₀"),
 )}
 #: The additive noise mechanisms by name (the ``mechanism`` argument of the trainer and the Harmonizer).
 NOISE_MECHANISMS = tuple(_NOISE)

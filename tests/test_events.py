@@ -204,6 +204,7 @@ def test_noise_family_says_which_way_is_more_private(name):
     family = ev.noise_family(name)
     assert family.name == name and family.norm == ev.sensitivity_norm(family.event(1.0, 1))
     assert type(family.event(1.0, 1)) is family.event_type
+    assert family.description.endswith(family.parameter)  # "noise multiplier σ", "Laplace scale b", …
     d = 7 if family.needs_dimension else 1
     s = np.array([0.5, 1.0])
     eps = accounting.epsilon(ev.noise_mechanism(name, s, d), 1e-5, accountant="rdp")
