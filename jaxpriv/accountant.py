@@ -113,7 +113,7 @@ def dpsgd_epsilon(
       refine: after the grid, search the best *real* order between the grid neighbours of the best grid
         order (golden section, exact RDP at each trial order, orders up to
         :data:`jaxpriv.rdp.REFINE_MAX_ORDER`); never worse than the grid, a little slower.
-      chunk_size: configurations per chunk (default 4096).
+      chunk_size: configurations per chunk (default 256 on the CPU, 4096 on an accelerator).
       progress: force the progress bar on or off.
 
     Returns:

@@ -79,7 +79,9 @@ def _validated(**named):
         for name, (value, lo, hi, lo_open, hi_open, worse) in named.items()
     }
     shape = check_broadcastable(**arrays)
-    return shape, [jnp.broadcast_to(a, shape) for a in arrays.values()]
+    # concrete numbers broadcast in numpy: an eager jnp.broadcast_to would compile a program per shape
+    return shape, [np.broadcast_to(np.asarray(a), shape) if is_concrete(a) else jnp.broadcast_to(a, shape)
+                   for a in arrays.values()]
 
 
 def run_batched(kernel, shape, arrays, chunk_size, progress, what):
@@ -208,7 +210,7 @@ def noise_multiplier(target_epsilon, q, steps, delta, *, orders=None, accountant
             if distinct.size > max_exact:
                 params = [float(np.asarray(a).reshape(-1)[0]) for a in arrays[1:]]
                 table = _sigma_table(distinct, params, key, table_rtol, chunk_size, progress)
-                sigma = None if table is None else as_output(jnp.asarray(table[inverse].reshape(shape)))
+                sigma = None if table is None else as_output(table[inverse].reshape(shape))
         if sigma is None:
             sigma = run_batched(lambda *xs: _sigma_jit(*xs, key), shape, arrays, chunk_size, progress, "calibrating σ")
         _warn_unattainable(sigma, "σ")
@@ -357,10 +359,10 @@ def sampling_rate(target_epsilon, sigma, steps, delta, *, rounds=None, client_ra
             if distinct.size > max_exact:
                 q = _rate_table(distinct, params, key, two_stage, table_rtol, chunk_size, progress)
             if q is None:  # equal budgets share one solve
-                shared = [jnp.full(distinct.shape, p) for p in params]
+                shared = [np.full(distinct.shape, p) for p in params]
                 q = np.asarray(run_batched(lambda *xs: _rate_jit(*xs, key, two_stage), distinct.shape,
-                                    [jnp.asarray(distinct), *shared], chunk_size, progress, "calibrating q"))
-            return as_output(jnp.asarray(q[inverse].reshape(shape)))
+                                           [distinct, *shared], chunk_size, progress, "calibrating q"))
+            return as_output(q[inverse].reshape(shape))
         return run_batched(lambda *xs: _rate_jit(*xs, key, two_stage), shape, arrays, chunk_size, progress,
                     "calibrating q")
 

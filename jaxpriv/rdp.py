@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
+from ._batching import map_chunked
 from ._numerics import (
     EPS64,
     round_up,
@@ -489,12 +490,19 @@ def _subsampled_gaussian_block(q, sigma, orders_key: tuple):
 
 
 def _subsampled_gaussian(q, sigma, orders: np.ndarray):
-    """Unvalidated, broadcasting entry for internal callers (q, sigma float64 arrays; orders numpy)."""
+    """Unvalidated, broadcasting entry for internal callers (q, sigma float64 arrays; orders numpy).
+    Concrete numbers run in padded chunks (:func:`jaxpriv._batching.map_chunked`: a few compiled sizes
+    whatever the number of settings); traced ones go straight into the caller's program."""
     shape = jnp.broadcast_shapes(jnp.shape(q), jnp.shape(sigma))
+    key = tuple(float(a) for a in orders)
+    if is_concrete((q, sigma)):
+        flat = [np.broadcast_to(np.asarray(x, np.float64), shape).reshape(-1) for x in (q, sigma)]
+        (rho,) = map_chunked(lambda q, s: (subsampled_gaussian_kernel(q, s, key),), flat, progress=False,
+                             shard=False)
+        return rho.reshape(shape + (orders.size,))
     q = jnp.broadcast_to(q, shape).reshape(-1)
     sigma = jnp.broadcast_to(sigma, shape).reshape(-1)
-    rho = subsampled_gaussian_kernel(q, sigma, tuple(float(a) for a in orders))
-    return rho.reshape(shape + (orders.size,))
+    return subsampled_gaussian_kernel(q, sigma, key).reshape(shape + (orders.size,))
 
 
 def subsampled_gaussian(q, sigma, orders):
