@@ -216,7 +216,8 @@ class NoiseFamily(NamedTuple):
     norm the sensitivity is measured in, hence the norm to clip in; ``noisier_when_larger`` says which way
     s moves towards more privacy (True for σ and b, False for the staircase's ε₀), so which way to round
     it safely; ``needs_dimension`` that the accounting depends on the number d of noised coordinates;
-    ``description`` names s for people (reports, the command line)."""
+    ``description`` names s for people (reports, the command line); ``search_range`` is the interval a
+    calibration searches s in (the Harmonizer's), wide enough for any target the orders can certify."""
 
     name: str
     event: Callable[[Any, int], Any]
@@ -226,13 +227,16 @@ class NoiseFamily(NamedTuple):
     noisier_when_larger: bool
     needs_dimension: bool
     description: str
+    search_range: tuple
 
 
 _NOISE = {f.name: f for f in (
-    NoiseFamily("gaussian", lambda s, dimension: Gaussian(s), Gaussian, "σ", "l2", True, False, "noise multiplier σ"),
-    NoiseFamily("laplace", lambda s, dimension: Laplace(s), Laplace, "b", "l1", True, False, "Laplace scale b"),
+    NoiseFamily("gaussian", lambda s, dimension: Gaussian(s), Gaussian, "σ", "l2", True, False, "noise multiplier σ",
+                (1e-4, 1e8)),
+    NoiseFamily("laplace", lambda s, dimension: Laplace(s), Laplace, "b", "l1", True, False, "Laplace scale b",
+                (1e-4, 1e8)),
     NoiseFamily("staircase", lambda s, dimension: Staircase(s, None, dimension), Staircase, "ε₀", "l1", False, True,
-                "per-step staircase ε₀"),
+                "per-step staircase ε₀", (1e-8, 100.0)),
 )}
 #: The additive noise mechanisms by name (the ``mechanism`` argument of the trainer and the Harmonizer).
 NOISE_MECHANISMS = tuple(_NOISE)

@@ -30,9 +30,6 @@ from .._numerics import check_array, check_broadcastable, float64
 
 __all__ = ["MECHANISMS", "Harmonized", "harmonize"]
 
-#: The range each mechanism's noise parameter (σ, b, or the staircase's per-step ε₀) is searched in, wide
-#: enough for any target the orders can certify; the names are :data:`jaxpriv.events.NOISE_MECHANISMS`.
-_BOUNDS = {"gaussian": (1e-4, 1e8), "laplace": (1e-4, 1e8), "staircase": (1e-8, 100.0)}
 MECHANISMS = events.NOISE_MECHANISMS  # the names understood by :func:`harmonize`
 
 
@@ -118,7 +115,7 @@ def harmonize(mechanisms, epsilon, delta, q=1.0, rounds=1, orders=None, *, dimen
             with warnings.catch_warnings():  # an unmet target is reported once, below
                 warnings.simplefilter("ignore", RuntimeWarning)
                 found = calibrate.calibrate(family, flat["epsilon"][idx], flat["delta"][idx],
-                                            bounds=_BOUNDS[mechanism], accountant=accountant,
+                                            bounds=events.noise_family(mechanism).search_range, accountant=accountant,
                                             chunk_size=chunk_size, progress=progress)
             met = np.isfinite(found)
             # one more step to the safe side, so that a recomputation rounding differently stays within target
