@@ -432,9 +432,9 @@ def report(results: dict, quick: bool):
         f"at n = {b['n']:,} in one `clones_epsilon` call")
     say()
     say(f"First call {ms(b['first_call_s'])}, then median {ms(b['median_s'])} "
-        f"({ms(b['per_config_s'])} per configuration). The batch is padded to the chunking's bucket size "
-        "(256 here, see `jaxpriv._batching`) and the root finder iterates until its slowest element "
-        "converges, so per-configuration cost is above the single-call time at this small batch size.")
+        f"({ms(b['per_config_s'])} per configuration). A batch smaller than a chunk runs in pieces of 16 "
+        "settings (`jaxpriv._batching.call_plan`), not padded to a 256-row chunk; `bench/batching.py` compares "
+        "batches with single calls of the same settings.")
     say()
 
 

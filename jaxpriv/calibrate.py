@@ -88,8 +88,10 @@ def run_batched(kernel, shape, arrays, chunk_size, progress, what):
     """Concrete inputs: chunked and sharded; traced inputs (inside jit/grad): direct."""
     if all(is_concrete(a) for a in arrays):
         flat = [np.asarray(a, dtype=np.float64).reshape(-1) for a in arrays]
+        # A root finder's 16-row call costs about as much as 8 single ones (it runs until its slowest row
+        # converges): fewer settings than that run one by one.
         (out,) = map_chunked(lambda *xs: (kernel(*xs),), flat, chunk_size=chunk_size, progress=progress,
-                             description=what)
+                             description=what, alone_below=8)
         out = out.reshape(shape)
     else:
         out = kernel(*(a.reshape(-1) for a in arrays)).reshape(shape)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import jaxpriv
-from jaxpriv import accounting, calibrate, events, rdp
+from jaxpriv import _batching, accounting, calibrate, events, rdp
 
 ORDERS = (1.5, 2.0, 3.0, 8.0, 32.0)
 FIRST = (1, 10, 1000, 100_000)
@@ -63,3 +63,43 @@ def test_no_new_program_for_a_new_batch_size(name):
     for n in LATER:
         fn(*settings(n, seed=1))
     assert _lowered[0] - before == 0, f"{name}: {_lowered[0] - before} programs lowered for new batch sizes"
+
+
+@pytest.mark.parametrize("devices", [1, 4])
+@pytest.mark.parametrize("alone_below", [1, 3, 8])
+def test_the_call_plan_covers_every_setting_once_in_one_compiled_size(devices, alone_below):
+    """call_plan cuts n settings into calls of one padded size: single rows below ``alone_below``, pieces of the
+    16-row program for small queries (at most MAX_PIECES of them), otherwise whole chunks."""
+    chunk = 256
+    piece = _batching.padded_batch_size(16, chunk, devices)
+    for n in range(1, 1200):
+        plan = _batching.call_plan(n, chunk, devices, alone_below)
+        assert [c[0] for c in plan] == [0] + [c[1] for c in plan[:-1]] and plan[-1][1] == n  # contiguous, complete
+        sizes = {c[2] for c in plan}
+        assert len(sizes) == 1 and all(c[1] - c[0] <= c[2] for c in plan)
+        (size,) = sizes
+        if n < alone_below or n == 1:
+            assert size == _batching.padded_batch_size(1, chunk, devices) and len(plan) == n
+        elif piece < n < chunk and n <= _batching.MAX_PIECES * piece:
+            assert size == piece
+        else:
+            assert size == _batching.padded_batch_size(n, chunk, devices)
+
+
+def test_a_small_batch_runs_in_pieces():
+    """64 settings run as four 16-row calls (not one padded 256-row call), each setting's answer in its place;
+    fewer settings than ``alone_below`` run one by one."""
+    q, s, _ = settings(64, seed=2)
+    calls = []
+
+    def kernel(q, s):
+        calls.append(q.shape[0])
+        return (q * 2.0 + s,)
+
+    (out,) = _batching.map_chunked(kernel, [q, s], shard=False)
+    assert calls == [16, 16, 16, 16]
+    np.testing.assert_array_equal(out, q * 2.0 + s)
+    calls.clear()
+    (out,) = _batching.map_chunked(kernel, [q[:5], s[:5]], shard=False, alone_below=8)
+    assert calls == [1] * 5
+    np.testing.assert_array_equal(out, q[:5] * 2.0 + s[:5])
