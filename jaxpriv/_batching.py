@@ -40,7 +40,7 @@ def padded_batch_size(n: int, chunk: int, multiple: int) -> int:
 #: A query smaller than one chunk runs as pieces of the 16-row program while it needs at most this many:
 #: on the CPU a 16-row call costs 1/17 to 1/6 of a 256-row call of the same kernel (clone sums, the
 #: calibrators' root finders, the exact-RDP ε; 2-core CPU), so 11 pieces never cost more per setting
-#: than the settings asked one by one, while padding 17 settings to 256 rows cost up to 4× that.
+#: than the settings asked one by one, while padding 17 settings to 256 rows cost up to 7× that.
 MAX_PIECES = 11
 
 
@@ -150,7 +150,7 @@ def map_chunked(
         chunk itself, padded to a size that does not depend on the device count: for a kernel that works
         eagerly on the host, whose results then agree bit for bit on any number of devices and processes.
       alone_below: a query of fewer settings than this runs row by row (:func:`call_plan`); a root
-        finder, whose 16-row call costs about 8 single ones, passes 8.
+        finder, whose 16-row call costs about 8 single ones, passes 8 (the clone sums, 16).
 
     Returns:
       Tuple of numpy arrays of length N, one per kernel output.

@@ -378,11 +378,11 @@ def _run(make_kernel, shape, arrays, n_max, chunk_size, progress, what):
     for window, anchor in np.unique(sizes, axis=0):
         rows = np.flatnonzero((sizes[:, 0] == window) & (sizes[:, 1] == anchor))
         kernel = make_kernel(int(window), int(anchor))
-        # A group smaller than the first padded batch size (16) runs row by row, as single calls would:
-        # padding 3 rows to 16 would cost 16 rows' work (each row sums a window of thousands of terms).
-        size = chunk_size or (1 if rows.size < 16 else _chunk(int(window), int(anchor)))
-        (out[rows],) = map_chunked(lambda *xs: (kernel(*xs),), [x[rows] for x in flat], chunk_size=size,
-                                   progress=bool(progress) if rows.size < 16 else progress, description=what)
+        # A group smaller than the 16-row program runs row by row, as single calls would: padding 3 rows to
+        # 16 would cost 16 rows' work (each row sums a window of thousands of terms).
+        (out[rows],) = map_chunked(lambda *xs: (kernel(*xs),), [x[rows] for x in flat],
+                                   chunk_size=chunk_size or _chunk(int(window), int(anchor)), progress=progress,
+                                   description=what, alone_below=16)
     return as_output(out.reshape(shape))
 
 
