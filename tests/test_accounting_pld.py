@@ -501,6 +501,21 @@ def test_random_dpsgd_against_dp_accounting(random_dpsgd, i):
     assert opt <= ours[i] <= 1.005 * pess, (q[i], sigma[i], T[i], opt, ours[i], pess)
 
 
+def test_default_grid_is_within_half_a_percent_of_the_exact_epsilon():
+    """MATH §7.3: the default grid (h from the spread of one step's loss) puts the upper end within 0.5% of
+    the true ε, here certified by a tight interval (tolerance 0.1%: lower ≤ true ε), and the default
+    interval itself is at most 1% wide without refinement; both ends come from one computation."""
+    q, sigma, T = random_settings(6, seed=28)
+    event = dpsgd(q, sigma, T)
+    default = accounting.epsilon(event, 1e-5, accountant="pld")
+    tight_lower, tight_upper = accounting.epsilon_interval(event, 1e-5, tolerance=1e-3)
+    assert (tight_upper - tight_lower <= 1e-3 * tight_upper).all()
+    assert (default <= 1.005 * tight_lower).all(), default / tight_lower
+    lower, upper = accounting.epsilon_interval(event, 1e-5)  # refined only where wider than 1%: none here
+    np.testing.assert_array_equal(upper, default)  # the upper end of the same computation, no second run
+    assert (upper - lower <= 0.01 * upper).all(), (upper - lower) / upper
+
+
 def test_dp_accounting_event_input_same_result():
     q, sigma, T = 0.02, 1.3, 50
     dp_event = dp_accounting.SelfComposedDpEvent(

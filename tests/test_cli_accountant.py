@@ -56,7 +56,11 @@ def test_epsilon_table_shows_rdp_pld_and_clt(capsys):
     assert "approximation, not a bound" in out
     assert "accountant best" in out  # which value is reported as ε
     first = out.splitlines()[0]
-    assert first.startswith("ε = 1.515")  # the PLD upper bound, smaller than RDP's 1.712 here
+    # the PLD upper bound (1.516 here), smaller than RDP's 1.712 here: printed to six digits
+    pld_upper = float(accounting.epsilon_interval(dpsgd(0.01, 1.1, 1000), 1e-5)[1])
+    rdp = float(jaxpriv.dpsgd_epsilon(0.01, 1.1, 1000, 1e-5))
+    assert 1.51 < pld_upper < rdp and round(rdp, 3) == 1.712
+    assert first.startswith(f"ε = {pld_upper:.6g}")
 
 
 @pytest.mark.parametrize("accountant", ["best", "rdp", "pld"])

@@ -103,3 +103,43 @@ def test_a_small_batch_runs_in_pieces():
     (out,) = _batching.map_chunked(kernel, [q[:5], s[:5]], shard=False, alone_below=8)
     assert calls == [1] * 5
     np.testing.assert_array_equal(out, q[:5] * 2.0 + s[:5])
+
+
+def test_new_pld_questions_compile_one_program_per_grid_size(monkeypatch):
+    """The PLD accountant's programs are keyed on structure and grid size only (issue 28): after two
+    questions, 20 new DP-SGD settings — ε and δ queries, upper ends and intervals, both neighbouring
+    directions each — lower at most one program per grid size (a power of two) they reach that the first
+    two had not, and at most 6 in all. σ, q, T, h, the direction and the query are data."""
+    from jaxpriv.accounting import pld
+
+    rungs = []
+    plan = pld._plan
+
+    def recording(*args, **kwargs):
+        out = plan(*args, **kwargs)
+        rungs.extend(int(n) for n in out["N"])
+        return out
+
+    monkeypatch.setattr(pld, "_plan", recording)
+
+    def dpsgd(q, sigma, steps):
+        return events.SelfComposed(events.PoissonSampled(q, events.Gaussian(sigma)), steps)
+
+    accounting.epsilon(dpsgd(0.01, 1.1, 1000), DELTA, accountant="pld")
+    accounting.delta_interval(dpsgd(0.02, 1.3, 300), 1.0)
+    seen, before = set(rungs), _lowered[0]
+    rng = np.random.default_rng(28)
+    for i in range(20):
+        event = dpsgd(10 ** rng.uniform(-3, -1), rng.uniform(0.8, 2.9), int(10 ** rng.uniform(2, 3.3)))
+        if i % 4 == 0:
+            out = accounting.epsilon(event, DELTA, accountant="pld")
+        elif i % 4 == 1:
+            out = accounting.delta(event, rng.uniform(0.5, 4.0), accountant="pld")
+        elif i % 4 == 2:
+            out = accounting.epsilon_interval(event, 10 ** rng.uniform(-8, -4))[1]
+        else:
+            out = accounting.delta_interval(event, rng.uniform(0.5, 4.0))[1]
+        assert np.isfinite(out)
+    new = _lowered[0] - before
+    reached = set(rungs) - seen
+    assert new <= len(reached) and new <= 6, (new, sorted(seen), sorted(reached))

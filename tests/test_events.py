@@ -512,6 +512,16 @@ def test_bad_discretization(discretization):
         accounting.epsilon_interval(dpsgd(), 1e-5, discretization=discretization)
 
 
+@pytest.mark.parametrize("tolerance", [0.0, -0.01, 0.2, np.nan, np.inf])
+def test_bad_tolerance(tolerance):
+    """The relative width asked of a PLD interval lies in (0, 0.1]; the error names it and its range."""
+    with pytest.raises(ValueError, match=r"tolerance must lie in \(0\.0, 0\.1\]"):
+        accounting.PLD(tolerance=tolerance)
+    for interval in (accounting.epsilon_interval, accounting.delta_interval):
+        with pytest.raises(ValueError, match="tolerance"):
+            interval(dpsgd(), 1e-5, tolerance=tolerance)
+
+
 @pytest.mark.parametrize("orders, match", [([1.0, 2.0], r"orders must lie in \(1\.0, inf\)"),
                                            ([], r"orders is empty"),
                                            ([[2.0, 3.0]], r"orders must be a 1-D array")])

@@ -18,8 +18,8 @@ The run's PLD is itself composed on the accountant's grid (host side, :func:`jax
   mass it may miss moved up to the +∞ loss — the wrapped-around and truncated tails (Chernoff), and the
   FFT's rounding (‖err‖₁ ≤ √N‖err‖₂). Moving mass up, or adding mass, only raises δ(ε) after any further
   composition (δ is a positive functional, increasing in the loss).
-* **dominated** (optimistic grid): the composed round-down pmf, moved up by the Hoeffding shift c of its
-  fractional parts (Pr[ΣF < c] ≤ η), with the top r = η + tails + rounding (the FFT's, and 2Nu for the
+* **dominated** (optimistic grid): the composed merged pmf (:mod:`.pld_grid`), moved up by the Bernstein
+  shift c of its offsets (Pr[ΣF < c] ≤ η), with the top r = η + tails + rounding (the FFT's, and 2Nu for the
   running sums that find the top) of its mass removed. Its tail
   masses then lie below the true loss's at every ℓ, which is what a lower bound on δ(ε) needs, after any
   further composition too.
@@ -54,10 +54,11 @@ class ClientMixture:
     add_lower: Any
 
 
-def law(step: ClientMixture, direction: str) -> pairs.LossLaw:
-    """The mixture λ·(run) + (1 − λ)·(loss 0) of one setting, in one direction."""
-    upper, lower = (step.remove_upper, step.remove_lower) if direction == "remove" else (step.add_upper,
-                                                                                          step.add_lower)
+def law(step: ClientMixture, add) -> pairs.LossLaw:
+    """The mixture λ·(run) + (1 − λ)·(loss 0) of one setting, in the remove direction, or the add direction
+    where the (traced) flag ``add`` is true."""
+    pick = lambda remove, add_side: tuple(jnp.where(add, a, r) for r, a in zip(remove, add_side))  # noqa: E731
+    upper, lower = pick(step.remove_upper, step.add_upper), pick(step.remove_lower, step.add_lower)
     lam = step.rate
     zero = jnp.zeros((1,))
     losses = jnp.concatenate([upper[0], zero])

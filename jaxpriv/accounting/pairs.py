@@ -1,8 +1,8 @@
 """Dominating pairs as privacy-loss laws: what the PLD accountant discretises (MATH §7.1-7.2).
 
 A :class:`LossLaw` describes the privacy loss L = log(P/Q) of one dominating pair (P, Q): a continuous
-part, given by its cumulative masses under P and under Q (``head(ℓ)`` = mass with L ≤ ℓ, ``tail(ℓ)`` =
-mass with L > ℓ, both returned so that either side can be computed without cancellation), and atoms
+part, given by its cumulative masses ``masses(ℓ)`` = (P(L ≤ ℓ), Q(L ≤ ℓ), P(L > ℓ), Q(L > ℓ)) (heads and
+tails both, so that either side of an interval's mass can be computed without cancellation), and atoms
 (loss, P-mass, Q-mass; a loss of +inf has Q-mass 0). All functions are jnp kernels of one setting's float64
 scalars (the accountant vmaps them over a batch), traced inside the PLD accountant's jitted programs.
 
@@ -17,7 +17,8 @@ Pairs (sensitivity 1):
   g is increasing, so both laws follow from A's and B's laws of L at g⁻¹(ℓ) = log((e^ℓ − 1 + q)/q).
 
 The four base pairs are symmetric (the two directions have the same law); subsampling is not, so a
-law is always built from the inner event's *remove* pair and then transformed for either direction.
+law is always built from the inner event's *remove* pair and then transformed for either direction. The
+direction is data (a traced flag ``add``), so both directions run in one compiled program.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
+import math
+
+import jax
 import jax.numpy as jnp
-from jax.scipy.special import ndtr
 
 from ..mechanisms import randomized_response, staircase
 
@@ -37,21 +40,21 @@ __all__ = ["LossLaw", "gaussian", "laplace", "atoms_only", "randomized_response_
 #: represented on the grid; the mass outside (Φ(−10) ≈ 8e-24 per step) is not lost: the pessimistic grid
 #: moves it to +inf or up to the lowest node, the optimistic one drops it.
 SUPPORT_SDS = 10.0
+_SQRT_HALF = math.sqrt(0.5)
 
 
 @dataclasses.dataclass(frozen=True)
 class LossLaw:
-    """The privacy-loss law of one direction of a dominating pair (batched: arrays of shape (B,)).
+    """The privacy-loss law of one direction of a dominating pair (one setting's scalars).
 
-    head(ℓ) → (P(L ≤ ℓ), Q(L ≤ ℓ)) and tail(ℓ) → (P(L > ℓ), Q(L > ℓ)) of the continuous part, for an
-    array ℓ; ``support`` = (lo, hi), scalars outside which the continuous part has negligible mass;
-    ``atoms`` = (loss, p_mass, q_mass) of shape (A,). ``head``/``tail`` are None for atoms only.
+    ``masses(ℓ)`` → (P(L ≤ ℓ), Q(L ≤ ℓ), P(L > ℓ), Q(L > ℓ)) of the continuous part, for an array ℓ;
+    ``support`` = (lo, hi), scalars outside which the continuous part has negligible mass;
+    ``atoms`` = (loss, p_mass, q_mass) of shape (A,). ``masses`` is None for atoms only.
     ``lower_atoms`` = (loss, p_mass), when given, replaces the atoms on the optimistic grid: a law known
     only between a dominated and a dominating discrete law (a composed PLD nested in client sampling).
     """
 
-    head: Callable | None
-    tail: Callable | None
+    masses: Callable | None
     support: tuple
     atoms: tuple
     lower_atoms: tuple | None = None
@@ -68,40 +71,40 @@ def gaussian(sigma) -> LossLaw:
     """The Gaussian pair's law (symmetric)."""
     m, s = 0.5 / sigma**2, 1.0 / sigma
 
-    def head(loss):
-        return ndtr((loss - m) / s), ndtr((loss + m) / s)
-
-    def tail(loss):
-        return ndtr((m - loss) / s), ndtr((-m - loss) / s)
+    def masses(loss):
+        # Φ(x) and Φ(−x) from one erfc of |x|/√2 (erfc(−z) = 2 − erfc(z) is exact enough above 1): the
+        # function is long and costly, so it runs once, over both arguments
+        x = jnp.stack([loss - m, loss + m]) / s
+        small = 0.5 * jax.lax.erfc(jnp.abs(x) * _SQRT_HALF)  # Φ(−|x|)
+        big = 1.0 - small  # Φ(|x|) ≥ ½: no cancellation worth speaking of
+        head = jnp.where(x < 0, small, big)
+        tail = jnp.where(x < 0, big, small)
+        return head[0], head[1], tail[0], tail[1]
 
     spread = 0.5 / sigma**2 + SUPPORT_SDS / sigma
-    return LossLaw(head, tail, (-spread, spread), no_atoms(sigma))
+    return LossLaw(masses, (-spread, spread), no_atoms(sigma))
 
 
 def laplace(scale) -> LossLaw:
     """The Laplace pair's law (symmetric): atoms at ±1/b and a continuous part between them."""
-    inv = 1.0 / scale
-    c = inv
+    c = 1.0 / scale
 
-    def head(loss):
+    def masses(loss):
         x = jnp.clip(loss, -c, c)
-        return 0.5 * jnp.exp(-c) * jnp.expm1((x + c) / 2.0), -0.5 * jnp.expm1(-(x + c) / 2.0)
+        return (0.5 * jnp.exp(-c) * jnp.expm1((x + c) / 2.0), -0.5 * jnp.expm1(-(x + c) / 2.0),
+                -0.5 * jnp.expm1((x - c) / 2.0), 0.5 * jnp.exp(-c) * jnp.expm1((c - x) / 2.0))
 
-    def tail(loss):
-        x = jnp.clip(loss, -c, c)
-        return -0.5 * jnp.expm1((x - c) / 2.0), 0.5 * jnp.exp(-c) * jnp.expm1((c - x) / 2.0)
-
-    half_e = 0.5 * jnp.exp(-inv)
-    half = 0.5 * jnp.ones_like(inv)
-    atoms = (jnp.stack([inv, -inv]), jnp.stack([half, half_e]), jnp.stack([half_e, half]))
-    return LossLaw(head, tail, (-inv, inv), atoms)
+    half_e = 0.5 * jnp.exp(-c)
+    half = 0.5 * jnp.ones_like(c)
+    atoms = (jnp.stack([c, -c]), jnp.stack([half, half_e]), jnp.stack([half_e, half]))
+    return LossLaw(masses, (-c, c), atoms)
 
 
 def atoms_only(losses, p_masses) -> LossLaw:
     """A finite pair given by its loss atoms (shape (A,)) and their P-masses; Q-mass = P-mass·e^{−loss}."""
     q_masses = jnp.where(jnp.isposinf(losses), 0.0, p_masses * jnp.exp(-jnp.where(jnp.isposinf(losses), 0.0, losses)))
     finite = jnp.where(jnp.isfinite(losses), losses, 0.0)
-    return LossLaw(None, None, (finite.min(-1), finite.max(-1)), (losses, p_masses, q_masses))
+    return LossLaw(None, (finite.min(-1), finite.max(-1)), (losses, p_masses, q_masses))
 
 
 def randomized_response_law(epsilon, k: int) -> LossLaw:
@@ -140,44 +143,27 @@ def _inverse(q, loss):
     return jnp.where((x < 0.5) | (inside > 0), value, -jnp.inf)
 
 
-def poisson_sampled(q, law: LossLaw, direction: str) -> LossLaw:
-    """Poisson subsampling with rate q of the remove-direction pair ``law`` (MATH §7.2)."""
-    qc = q
-    inv = lambda loss: _inverse(qc, loss)  # noqa: E731
-    lo, hi = law.support
-    g_lo = _log_one_minus_q_plus_q_exp(q, lo)
-    g_hi = _log_one_minus_q_plus_q_exp(q, hi)
+def poisson_sampled(q, law: LossLaw, add) -> LossLaw:
+    """Poisson subsampling with rate q of the remove-direction pair ``law`` (MATH §7.2), in the remove
+    direction, or the add direction where the (traced) flag ``add`` is true.
+
+    Remove: (qA + (1−q)B, B), loss g(L); add: (B, qA + (1−q)B), loss −g(L), so L'' ≤ ℓ ⇔ L ≥ g⁻¹(−ℓ) (a
+    continuous part: ≥ and > carry the same mass) and the heads and tails trade places."""
+    g_lo = _log_one_minus_q_plus_q_exp(q, law.support[0])
+    g_hi = _log_one_minus_q_plus_q_exp(q, law.support[1])
     a_loss, a_p, a_q = law.atoms
-    g_atoms = _log_one_minus_q_plus_q_exp(qc, a_loss)
-    mixed = qc * a_p + (1.0 - qc) * a_q  # the atom's mass under qA + (1 − q)B
-    has_continuous = law.head is not None
+    g_atoms = _log_one_minus_q_plus_q_exp(q, a_loss)
+    mixed = q * a_p + (1.0 - q) * a_q  # the atom's mass under qA + (1 − q)B
+    # a loss of +inf (Q-mass 0) becomes −inf with mass 0 in the add direction
+    atoms = (jnp.where(add, -g_atoms, g_atoms), jnp.where(add, a_q, mixed), jnp.where(add, mixed, a_q))
+    support = (jnp.where(add, -g_hi, g_lo), jnp.where(add, -g_lo, g_hi))
+    if law.masses is None:
+        return LossLaw(None, support, atoms)
 
-    if direction == "remove":
-        def head(loss):
-            u = inv(loss)
-            (hp, hq) = law.head(u)
-            return qc * hp + (1.0 - qc) * hq, hq
+    def masses(loss):
+        hp, hq, tp, tq = law.masses(_inverse(q, jnp.where(add, -loss, loss)))
+        mix_head, mix_tail = q * hp + (1.0 - q) * hq, q * tp + (1.0 - q) * tq
+        return (jnp.where(add, tq, mix_head), jnp.where(add, mix_tail, hq),
+                jnp.where(add, hq, mix_tail), jnp.where(add, mix_head, tq))
 
-        def tail(loss):
-            u = inv(loss)
-            (tp, tq) = law.tail(u)
-            return qc * tp + (1.0 - qc) * tq, tq
-
-        atoms = (g_atoms, mixed, a_q)
-        support = (g_lo, g_hi)
-    else:
-        def head(loss):  # L'' ≤ ℓ  ⇔  L ≥ g⁻¹(−ℓ); continuous, so ≥ and > carry the same mass
-            u = inv(-loss)
-            (tp, tq) = law.tail(u)
-            return tq, qc * tp + (1.0 - qc) * tq
-
-        def tail(loss):
-            u = inv(-loss)
-            (hp, hq) = law.head(u)
-            return hq, qc * hp + (1.0 - qc) * hq
-
-        atoms = (-g_atoms, a_q, mixed)  # a loss of +inf (Q-mass 0) becomes −inf with mass 0
-        support = (-g_hi, -g_lo)
-    if not has_continuous:
-        head = tail = None
-    return LossLaw(head, tail, support, atoms)
+    return LossLaw(masses, support, atoms)

@@ -194,13 +194,9 @@ def law(step: CloneCounts) -> pairs.LossLaw:
     a_width = step.a_width
     q, r = jax.nn.sigmoid(eps_t), jax.nn.sigmoid(-eps_t)
     w = jnp.exp(log_w)
-    # The accountant asks head(ℓ) and then tail(ℓ) at the same 1-D array of nodes: one pass gives both.
-    cache = {}
 
     def masses(loss):
         """(P head, Q head, P tail, Q tail) at every loss of the 1-D array ``loss``, summed over blocks."""
-        if cache.get("loss") is loss:
-            return cache["out"]
         ell = jnp.clip(loss, -eps_t - 1.0, eps_t + 1.0)
         theta = jnp.exp(log_expm1(jnp.maximum(ell + eps_t, 1e-300)) - log_expm1(eps_t) - jax.nn.softplus(ell))
         theta = jnp.where(ell + eps_t > 0, theta, jnp.where(ell + eps_t == 0, 0.0, -1.0))
@@ -230,16 +226,7 @@ def law(step: CloneCounts) -> pairs.LossLaw:
         total, _ = jax.lax.scan(body, jnp.zeros((4,) + loss.shape), blocks)
         # C outside its window: on the +∞ loss (P only; a +∞ atom has no Q mass)
         total = total.at[2].add(dropped)
-        cache.update(loss=loss, out=total)
-        return total
-
-    def head(loss):
-        m = masses(loss)
-        return m[0], m[1]
-
-    def tail(loss):
-        m = masses(loss)
-        return m[2], m[3]
+        return total[0], total[1], total[2], total[3]
 
     # support: the lowest and highest atoms inside the windows (a = k_lo and a = k_hi + 1)
     k_lo = _window_start(counts, a_width)
@@ -247,4 +234,4 @@ def law(step: CloneCounts) -> pairs.LossLaw:
     live = w > 0
     lo = jnp.min(jnp.where(live, _loss(eps_t, k_lo, counts + 1.0 - k_lo), jnp.inf))
     hi = jnp.max(jnp.where(live, _loss(eps_t, k_hi + 1.0, counts - k_hi), -jnp.inf))
-    return pairs.LossLaw(head, tail, (lo, hi), pairs.no_atoms(eps_t))
+    return pairs.LossLaw(masses, (lo, hi), pairs.no_atoms(eps_t))
