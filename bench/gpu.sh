@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# The GPU checks of one lent accelerator, in one call (bench/README.md, "On a GPU"): the machine, the
-# clipping's sensitivity on the GPU's matrix units, then the DP-SGD step against the non-private step (and
-# Opacus, on the same GPU) at batch 1024. Results go to $OUT (default /tmp/gpu-out), one file per part,
-# written as each part ends so that a run stopped at its time limit still returns what it finished.
+# The GPU checks of one lent accelerator, in one call (bench/README.md, "On a GPU"): the machine; the
+# accountants (PLD: 1000 DP-SGD settings at the default accuracy, first call included, against
+# dp_accounting's PLD loop on the host's CPU; RDP: the ε sweep); the clipping's sensitivity on the GPU's
+# matrix units; then the DP-SGD step against the non-private step (and Opacus, on the same GPU) at batch
+# 1024. Results go to $OUT (default /tmp/gpu-out), one file per part, written as each part ends so that a
+# run stopped at its time limit still returns what it finished.
 #
-#   bash bench/gpu.sh [quick]      # quick: fewer timed rounds
+#   bash bench/gpu.sh [quick] [accounting] [sensitivity] [training]   # quick: fewer timed rounds;
+#                                                                      # the parts to run (default: all)
 #
 # Packages the GPU image lacks (dp-accounting, dm-tree, opacus) are installed from wheels in .whl/ when
 # that folder exists (download them for the machine's Python as bench/README.md says).
@@ -19,7 +22,9 @@ fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 export JAXPRIV_TEST_CACHE=/tmp/jaxpriv-test-cache XLA_PYTHON_CLIENT_MEM_FRACTION=0.45  # torch shares the GPU
 rounds=7 steps=20
-[ "${1:-}" = quick ] && rounds=3 steps=10
+[ "${1:-}" = quick ] && { rounds=3 steps=10; shift; }
+parts=${*:-accounting sensitivity training}
+want() { case " $parts " in *" $1 "*) return 0;; esac; return 1; }
 
 {
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv
@@ -37,14 +42,27 @@ bench() {  # name, timeout, arguments of bench/dpsgd_throughput.py
   grep -E "^\| (jaxpriv|JAX|Opacus|PyTorch|dp_|train_)" "$OUT/$name.md" | cut -c1-150
 }
 
-bench cnn-standard-1024 150 --batch 1024 --pool standard
-bench transformer-1024 160 --batch 1024 --model transformer
+if want accounting; then
+  # the accountants on the GPU (dp_accounting on the host's CPU: 40 of the 1000 settings timed, extrapolated)
+  timeout 300 python3 bench/accounting.py --sections pld --pld-grid 12 --pld-speed 1000 --dpa-sample 40 \
+    --json "$OUT/pld.json" > "$OUT/pld.md" 2>&1
+  echo "== pld: exit $?"
+  grep -E "^\| (dp_accounting|jaxpriv|PLD)|Checks" "$OUT/pld.md" | cut -c1-200
+  timeout 150 python3 bench/accounting.py --quick --sections rdp --json "$OUT/rdp.json" > "$OUT/rdp.md" 2>&1
+  echo "== rdp: exit $?"
+  grep -E "^\| (1000|the same|σ|random|ε on)|Checks" "$OUT/rdp.md" | cut -c1-200
+fi
+
+want training && bench cnn-standard-1024 150 --batch 1024 --pool standard
+want training && bench transformer-1024 160 --batch 1024 --model transformer
 
 # the sensitivity bound at this backend's default precision: each example's clipped contribution ≤ C
 # (float32 and bfloat16 models, ghost and vmap)
-timeout 120 python3 -m pytest -q -p no:cacheprovider -n 2 --tb=line tests/test_train_clipping.py -k exceed \
-  > "$OUT/sensitivity-tests.txt" 2>&1
-echo "== sensitivity tests: exit $?"
-grep -E "passed|failed|Error|assert" "$OUT/sensitivity-tests.txt" | cut -c1-300
+if want sensitivity; then
+  timeout 120 python3 -m pytest -q -p no:cacheprovider -n 2 --tb=line tests/test_train_clipping.py -k exceed \
+    > "$OUT/sensitivity-tests.txt" 2>&1
+  echo "== sensitivity tests: exit $?"
+  grep -E "passed|failed|Error|assert" "$OUT/sensitivity-tests.txt" | cut -c1-300
+fi
 
-bench cnn-shifted-1024 80 --batch 1024 --pool shifted
+want training && bench cnn-shifted-1024 80 --batch 1024 --pool shifted

@@ -212,11 +212,17 @@ def _never_sampled(step, B: int) -> np.ndarray:
 
 
 def _row_sizes(rows: int, limit: int) -> list[tuple[int, int, int]]:
-    """(start, stop, padded size) of the program calls over ``rows`` rows: 2 rows (one setting, both
-    directions), 16, or chunks of ``limit`` (a power of two ≥ 16): a few compiled shapes per program."""
-    size = 2 if rows <= 2 else 16 if rows <= 16 else limit
-    size = max(jax.device_count(), min(size, max(limit, 2)))
-    return [(s, min(s + size, rows), size) for s in range(0, rows, size)]
+    """(start, stop, padded size) of the program calls over ``rows`` rows: whole chunks of ``limit`` rows (a
+    power of two), the rest in calls of 2 rows (one setting, both directions) unless it fills more than half
+    a chunk: two compiled shapes per program, and little padding (each row costs a grid's work)."""
+    small = max(2, jax.device_count())
+    limit = max(limit, small)
+    calls, start = [], 0
+    while rows - start >= limit or (rows - start > limit // 2 and limit > small):
+        calls.append((start, min(start + limit, rows), limit))
+        start += limit
+    calls += [(s, min(s + small, rows), small) for s in range(start, rows, small)]
+    return calls
 
 
 def _tree_rows(tree, take):
