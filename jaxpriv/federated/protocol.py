@@ -9,6 +9,7 @@ The simulator's module docstring describes the round they fit into; it re-export
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any, Callable, NamedTuple, Protocol
 
@@ -66,6 +67,7 @@ class LocalUpdate(Protocol):
     def __call__(self, global_params, client_state, data: ClientData, key) -> LocalResult: ...
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
 class WithNumbers:
     """A function and the numbers it runs with: ``WithNumbers(fn, numbers)(*args) == fn(numbers, *args)``.
 
@@ -76,7 +78,8 @@ class WithNumbers:
     ``fn`` and passes ``numbers`` into it as an argument (:func:`jaxpriv.federated.simulator.make_round`), so
     a second run of a system with other privacy numbers compiles nothing (DESIGN: programs are keyed on
     structure, never on numbers). A plain callable works everywhere a ``WithNumbers`` does (it is then its
-    own structure, numbers it closes over included).
+    own structure, numbers it closes over included; a ``WithNumbers`` held by a plain closure is keyed by its
+    function and its numbers' values).
 
     Example:
       >>> part = WithNumbers(lambda numbers, x: x * numbers["scale"], {"scale": 2.0})
@@ -84,12 +87,12 @@ class WithNumbers:
       6.0
     """
 
-    __slots__ = ("fn", "numbers", "__weakref__")
+    fn: Callable
+    numbers: Any
 
-    def __init__(self, fn: Callable, numbers: Any):
-        if not callable(fn):
-            raise ValueError(f"fn must be callable, got {type(fn).__name__}")
-        self.fn, self.numbers = fn, numbers
+    def __post_init__(self):
+        if not callable(self.fn):
+            raise ValueError(f"fn must be callable, got {type(self.fn).__name__}")
 
     def __call__(self, *args):
         return self.fn(self.numbers, *args)

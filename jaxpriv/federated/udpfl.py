@@ -37,6 +37,7 @@ Post-processing of the noisy updates, so no budget is spent — provided the ser
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable, NamedTuple
 
@@ -423,7 +424,11 @@ def mean_aggregator(weighting: str = "size") -> Aggregator:
       1.5
     """
     base = simulator.mean_aggregator(weighting)
-    return Aggregator(lambda update, data: base.contribute(update["delta"], data), base.finalize)
+    return Aggregator(functools.partial(_contribute_delta, base.contribute), base.finalize)
+
+
+def _contribute_delta(contribute, update, data):
+    return contribute(update["delta"], data)
 
 
 def mode_connect_aggregator(loss, num_clients: int, *, steps: int = 50, learning_rate: float = 0.1,
