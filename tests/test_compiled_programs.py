@@ -1,5 +1,6 @@
 """The public accounting and calibration kernels compile a fixed, small set of programs whatever the batch
-size (issue 14): a sweep of any length pads its settings to one of a few chunk sizes
+size (issue 14), and training and the federated systems compile theirs once per structure, whatever the privacy
+numbers (issue 29): a sweep of any length pads its settings to one of a few chunk sizes
 (:func:`jaxpriv._batching.padded_batch_size`: 1, 16 and 256 settings on the CPU), so once sizes 1, 10, 1000
 and 10⁵ have run, no other size lowers a new program.
 
@@ -9,12 +10,19 @@ operations that would compile per shape are caught too. Orders are a short custo
 kernel small to compile; the kernels' structure does not depend on the list.
 """
 
+import dataclasses
+
 import jax
 import numpy as np
+import optax
 import pytest
+from flax import nnx
 
 import jaxpriv
 from jaxpriv import _batching, accounting, calibrate, events, rdp
+from jaxpriv.budgets import scenario
+from jaxpriv.federated import apes, gspa, partition, rpdp, simulator, udpfl
+from jaxpriv.train import data, dpsgd, make_private
 
 ORDERS = (1.5, 2.0, 3.0, 8.0, 32.0)
 FIRST = (1, 10, 1000, 100_000)
@@ -143,3 +151,109 @@ def test_new_pld_questions_compile_one_program_per_grid_size(monkeypatch):
     new = _lowered[0] - before
     reached = set(rungs) - seen
     assert new <= len(reached) and new <= 6, (new, sorted(seen), sorted(reached))
+
+
+# --------------------------------------------------------------------------------------------------
+# training and the federated systems: programs keyed on structure, never on numbers (issue 29)
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cancer():
+    return data.load("breast_cancer", seed=0)
+
+
+def _lowered_by(fn):
+    before = _lowered[0]
+    out = fn()
+    return out, _lowered[0] - before
+
+
+def test_a_second_train_with_another_epsilon_compiles_nothing(cancer):
+    """Two train() calls on the same architecture and optimizer object, ε = 1 then ε = 8 (other σ, other
+    seed, other clip norm): the second lowers no program at all (its step, evaluation and accounting all
+    reuse the first's) and reports the step programs it used without having traced any."""
+    sgd = optax.sgd(0.5)
+    model = lambda: dpsgd.MLP(30, (12,), 2, rngs=nnx.Rngs(0))  # noqa: E731
+    config = dpsgd.DPSGDConfig(epochs=2, batch_size=48, epsilon=1.0, delta=1e-5, seed=0)
+    first, lowered = _lowered_by(lambda: dpsgd.train(model(), sgd, cancer, config, progress=False))
+    assert lowered >= 1 and first.new_programs == 1 and first.compiled_steps == len(first.buckets) == 1
+    again = dataclasses.replace(config, epsilon=8.0, clip_norm=0.3, seed=1)
+    second, lowered = _lowered_by(lambda: dpsgd.train(model(), sgd, cancer, again, progress=False))
+    assert second.plan.sigma[0] < first.plan.sigma[0] and second.epsilon <= 8.0
+    assert lowered == 0, f"{lowered} programs lowered by the second run"
+    assert second.new_programs == 0 and second.compiled_steps == len(second.buckets) == 1
+    # an optimizer built again with the same numbers is the same structure; another learning rate is not
+    third, lowered = _lowered_by(lambda: dpsgd.train(model(), optax.sgd(0.5), cancer, again, progress=False))
+    assert lowered == 0 and third.new_programs == 0
+    fourth = dpsgd.train(model(), optax.sgd(0.25), cancer, again, progress=False)
+    assert fourth.new_programs == 1
+
+
+def test_make_private_with_another_target_compiles_nothing(cancer):
+    def run(eps, clip):
+        model = nnx.Linear(30, 2, rngs=nnx.Rngs(1))
+        trainer = make_private(model, optax.sgd(1.0), cancer.x_train, cancer.y_train, target_epsilon=eps, delta=1e-5,
+                               batch_size=64, epochs=2, max_grad_norm=clip, seed=int(eps))
+        return trainer, trainer.run()
+
+    (first, eps1), lowered = _lowered_by(lambda: run(2.0, 1.0))
+    assert lowered >= 1 and eps1 <= 2.0
+    (second, eps2), lowered = _lowered_by(lambda: run(6.0, 0.5))
+    assert second.noise_multiplier < first.noise_multiplier and eps2 <= 6.0
+    assert lowered == 0, f"{lowered} programs lowered by the second make_private run"
+
+
+def test_a_second_federated_run_with_other_privacy_numbers_compiles_nothing(cancer):
+    """rPDP-FL (σ, clip norm, budgets, learning rate), GSPA (budgets, clip), APES (budgets, clip) and UDP-FL
+    (budgets, clip, sampling rate) each run
+    twice on one model shape with other privacy numbers: the second run lowers no round program."""
+    part = partition.iid(cancer.y_train, 4, seed=0)
+    mlp = lambda: dpsgd.MLP(30, (6,), 2, rngs=nnx.Rngs(0))  # noqa: E731
+
+    budgets = scenario("ThreeLevels", cancer.n_train, seed=0)
+
+    def rpdp_run(sigma, clip, budgets, lr):
+        cfg = rpdp.RPDPConfig(rounds=2, local_steps=2, client_rate=1.0, sigma=sigma, clip_norm=clip, delta=1e-3,
+                              learning_rate=lr)
+        return rpdp.train(mlp(), cancer.x_train, cancer.y_train, part, budgets, cfg)
+
+    _, lowered = _lowered_by(lambda: rpdp_run(1.0, 1.0, budgets, 0.5))
+    assert lowered >= 1
+    before = simulator.ROUND_PROGRAMS.builds
+    _, lowered = _lowered_by(lambda: rpdp_run(2.0, 0.4, 2.0 * budgets, 0.2))
+    assert simulator.ROUND_PROGRAMS.builds == before
+    assert lowered == 0, f"{lowered} programs lowered by the second rPDP-FL run"
+
+    clients = partition.stack(cancer.x_train, cancer.y_train, part)
+
+    def gspa_run(eps, clip):
+        model = mlp()
+        local, agg, sig = gspa.build(model, dpsgd.cross_entropy_loss, eps, 1e-5, clip=clip, learning_rate=0.1,
+                                     batch_size=int(np.asarray(clients.mask).shape[1]))
+        return simulator.run(model, local, clients, rounds=2, aggregator=agg, client_state=sig, progress=False)
+
+    _, lowered = _lowered_by(lambda: gspa_run(np.array([0.5, 1.0, 0.25, 0.8]), 1.0))
+    assert lowered >= 1
+    _, lowered = _lowered_by(lambda: gspa_run(np.array([0.2, 0.3, 0.9, 1.0]), 0.25))
+    assert lowered == 0, f"{lowered} programs lowered by the second GSPA run"
+
+    def apes_run(eps, clip):
+        return apes.train("apes", cancer, eps, rounds=2, clip=clip)
+
+    _, lowered = _lowered_by(lambda: apes_run(np.array([0.5, 1.0, 2.0, 4.0]), 0.05))
+    assert lowered >= 1
+    _, lowered = _lowered_by(lambda: apes_run(np.array([1.5, 0.7, 3.0, 2.0]), 0.02))
+    assert lowered == 0, f"{lowered} programs lowered by the second APES run"
+
+    def udpfl_run(eps, clip, q):
+        model = mlp()
+        cfg = udpfl.build(model, dpsgd.cross_entropy_loss, ["gaussian", "laplace", "gaussian", "laplace"], eps, 1e-5,
+                          clip=clip, learning_rate=0.3, local_steps=2, q=q, rounds=2)
+        return simulator.run(model, cfg.local_update, clients, rounds=2, aggregator=cfg.aggregator,
+                             client_state=cfg.client_state, progress=False)
+
+    _, lowered = _lowered_by(lambda: udpfl_run(np.array([1.0, 2.0, 4.0, 8.0]), 1.0, 0.2))
+    assert lowered >= 1
+    _, lowered = _lowered_by(lambda: udpfl_run(np.array([3.0, 0.5, 2.0, 6.0]), 0.3, 0.3))
+    assert lowered == 0, f"{lowered} programs lowered by the second UDP-FL run"

@@ -326,14 +326,15 @@ def test_resume_gives_identical_epsilon_and_parameters(tmp_path, personalized):
 def test_checkpoint_of_another_run_is_refused(tmp_path):
     d = data.load("breast_cancer", seed=1)
     config = DPSGDConfig(epochs=1, batch_size=64, noise_multiplier=1.0)
-    train(dpsgd.MLP(30, (8,), 2, rngs=nnx.Rngs(0)), optax.sgd(0.1), d, config, progress=False,
+    # the model, optimizer and batch size of test_same_run_with_x64_enabled: one compiled step for both
+    train(dpsgd.MLP(30, (8,), 2, rngs=nnx.Rngs(0)), optax.sgd(0.2), d, config, progress=False,
           checkpoint_dir=str(tmp_path))
     other = dataclasses.replace(config, seed=1)
     with pytest.raises(ValueError, match="checkpoint_dir .* holds a different run"):
-        train(dpsgd.MLP(30, (8,), 2, rngs=nnx.Rngs(0)), optax.sgd(0.1), d, other, progress=False,
+        train(dpsgd.MLP(30, (8,), 2, rngs=nnx.Rngs(0)), optax.sgd(0.2), d, other, progress=False,
               checkpoint_dir=str(tmp_path))
     with pytest.raises(ValueError, match="checkpoint does not match the model"):
-        train(dpsgd.MLP(30, (4,), 2, rngs=nnx.Rngs(0)), optax.sgd(0.1), d, config, progress=False,
+        train(dpsgd.MLP(30, (4,), 2, rngs=nnx.Rngs(0)), optax.sgd(0.2), d, config, progress=False,
               checkpoint_dir=str(tmp_path))
 
 

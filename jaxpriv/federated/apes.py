@@ -84,6 +84,7 @@ from ..shuffle import (
 from ..train import noise
 from . import partition, simulator
 from .partition import ClientData
+from .protocol import WithNumbers, split_numbers
 from .simulator import Aggregator, LocalResult
 
 __all__ = [
@@ -197,11 +198,12 @@ def _perturb(mechanism, key, flat, eps, clip, b):
     return z
 
 
-def _calibrated(mean, eps_multiset, clip, mechanism):
-    """The analyzer's estimate of the clean mean from the per-dimension mean of the shuffled reports."""
+def _calibrated(mean, table, mechanism):
+    """The analyzer's estimate of the clean mean from the per-dimension mean of the shuffled reports
+    (``table``: :func:`jaxpriv.mechanisms.clip_laplace.calibration_table` of the ε multiset and C)."""
     if mechanism != "clip_laplace":
         return mean  # the Laplace mean is unbiased; Non-Private has nothing to undo
-    return clip_laplace.calibrate(mean, eps_multiset, clip).astype(mean.dtype)
+    return clip_laplace.calibrate_with_table(mean, table).astype(mean.dtype)
 
 
 def configure(system: str, params, base_update, local_epsilons, clip: float, *, b: int | None = None) -> Configuration:
@@ -250,24 +252,40 @@ def configure(system: str, params, base_update, local_epsilons, clip: float, *, 
     n = eps.size
     state = used.astype(np.float32) if mechanism is not None else np.ones(n, np.float32)
 
-    def local_update(global_params, eps_i, data: ClientData, key) -> LocalResult:
+    # The structure (the base update's, the mechanism, b, the parameters' layout) in the functions; C, n, the
+    # base update's numbers and the analyzer's table of the ε multiset as numbers: another budget profile or C
+    # compiles nothing (a table of more panels than the padded size, a new shape, once)
+    base_fn, base_numbers = split_numbers(base_update)
+    clip_arg = jnp.asarray(clip)
+    local = WithNumbers(_local_fn(base_fn, mechanism, b), {"base": base_numbers, "clip": clip_arg})
+    # what the shuffled ε list holds (a concrete multiset: the table is built once, on the host)
+    table = clip_laplace.calibration_table(used, clip) if mechanism == "clip_laplace" else None
+    finalize = WithNumbers(_finalize_fn(mechanism, unravel), {"n": jnp.asarray(float(n)), "table": table})
+    return Configuration(system, local, Aggregator(_contribute, finalize), state, d, clip, b)
+
+
+def _local_fn(base_fn, mechanism, b):
+    def local_update(numbers, global_params, eps_i, data: ClientData, key) -> LocalResult:
         base_key, noise_key = jax.random.split(key)
-        result = base_update(global_params, None, data, base_key)
+        result = base_fn(numbers["base"], global_params, None, data, base_key)
         flat, _ = ravel_pytree(result.update)
-        return LocalResult(_perturb(mechanism, noise_key, flat, eps_i, clip, b), eps_i, result.metrics)
+        return LocalResult(_perturb(mechanism, noise_key, flat, eps_i, numbers["clip"], b), eps_i, result.metrics)
 
-    eps_multiset = used  # what the shuffled ε list holds (a concrete multiset: the table is built once)
+    return local_update
 
-    def contribute(report, data: ClientData):
-        del data
-        return report
 
-    def finalize(total, key):
+def _contribute(report, data: ClientData):
+    del data
+    return report
+
+
+def _finalize_fn(mechanism, unravel):
+    def finalize(numbers, total, key):
         del key
-        mean = total / n  # every user takes part (client_rate = 1): the paper's (1/n) Σ_i
-        return unravel(_calibrated(mean, eps_multiset, clip, mechanism))
+        mean = total / numbers["n"]  # every user takes part (client_rate = 1): the paper's (1/n) Σ_i
+        return unravel(_calibrated(mean, numbers["table"], mechanism))
 
-    return Configuration(system, local_update, Aggregator(contribute, finalize), state, d, clip, b)
+    return finalize
 
 
 def shuffle(key, reports, local_epsilons):

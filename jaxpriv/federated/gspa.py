@@ -58,6 +58,8 @@ from ..shuffle import bounds, personalized
 from ..train import noise
 from ..train.clipping import split_clipped_grad_sum
 from .partition import ClientData
+from ..train.programs import Program, ProgramCache
+from .protocol import WithNumbers, split_numbers
 from .simulator import Aggregator, LocalResult, mean_aggregator
 
 __all__ = ["CALIBRATIONS", "UNITS", "client_sigmas", "local_update", "shuffle_aggregator", "build",
@@ -127,7 +129,8 @@ def local_update(loss_fn, graphdef, clip, learning_rate, batch_size, *, rest=Non
       rest: the non-Param state of the split (``None`` when empty).
 
     Returns:
-      a LocalUpdate with metrics ``{"loss": mean loss of the client's records}``.
+      a LocalUpdate (a :class:`~jaxpriv.federated.protocol.WithNumbers`: C, η, m and ``rest`` are arguments of
+      the compiled round) with metrics ``{"loss": mean loss of the client's records}``.
 
     Example:
       >>> import jax, jax.numpy as jnp
@@ -143,10 +146,16 @@ def local_update(loss_fn, graphdef, clip, learning_rate, batch_size, *, rest=Non
     """
     clip, m = _check_clip_m(clip, batch_size)
     lr = float(check_array("learning_rate", learning_rate, 0.0, np.inf, lo_open=True))
+    # C, η, m and the model's other state are numbers of the round (arguments), the rest its structure
+    numbers = {"clip": jnp.asarray(clip), "learning_rate": jnp.asarray(lr), "m": jnp.asarray(float(m)), "rest": rest}
+    return WithNumbers(_local_fn(loss_fn, graphdef), numbers)
 
-    def update(global_params, sigma, data: ClientData, key):
-        out = split_clipped_grad_sum(loss_fn, graphdef, global_params, rest, data.x, data.y, clip_norm=clip,
-                                     mask=data.mask, method="vmap")
+
+def _local_fn(loss_fn, graphdef):
+    def update(numbers, global_params, sigma, data: ClientData, key):
+        lr, m = numbers["learning_rate"], numbers["m"]
+        out = split_clipped_grad_sum(loss_fn, graphdef, global_params, numbers["rest"], data.x, data.y,
+                                     clip_norm=numbers["clip"], mask=data.mask, method="vmap")
         # σ_i is calibrated on the mean (sensitivity 2C/m, client_sigmas), so its noise goes on the mean;
         # σ_i = 0 (the non-private baseline) adds none
         mean = jax.tree.map(lambda g: g / m, out.grads)
@@ -251,17 +260,8 @@ def shuffled_sgd(model, local, clients: ClientData, sigmas, *, epochs: int, seed
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     stacked = jax.tree.map(jnp.asarray, clients)
     sig = jnp.asarray(sig)
-
-    @jax.jit
-    def epoch(params, key):
-        order = jax.random.permutation(key, c)
-
-        def visit(p, k):
-            data = jax.tree.map(lambda a: a[k], stacked)
-            res = local(p, sig[k], data, jax.random.fold_in(key, k))
-            return jax.tree.map(lambda w, u: (w + u).astype(w.dtype), p, res.update), None
-
-        return jax.lax.scan(visit, params, order)[0], order
+    local_fn, local_numbers = split_numbers(local)
+    epoch = EPOCH_PROGRAMS(local_fn)  # shared by every run of the same structure: σ_i, C, η are arguments
 
     base = jax.random.key(seed)
     if test is not None:
@@ -269,12 +269,33 @@ def shuffled_sgd(model, local, clients: ClientData, sigmas, *, epochs: int, seed
         test_arrays = padded_test_set(test, 512)
     orders, accuracies = [], []
     for t in range(epochs):
-        params, order = epoch(params, jax.random.fold_in(base, t))
+        params, order = epoch(params, jax.random.fold_in(base, t), stacked, sig, local_numbers)
         orders.append(np.asarray(order))
         if test is not None:
             accuracies.append(float(evaluate(params, rest, *test_arrays)[0]))
     nnx.update(model, params)
     return ShuffledResult(params, orders, accuracies)
+
+
+def _build_epoch(local_fn) -> Program:
+    """One epoch of :func:`shuffled_sgd` (Alg. 3): ``epoch(params, key, clients, sigmas, numbers)``."""
+
+    def epoch(params, key, stacked, sig, numbers):
+        c = sig.shape[0]
+        order = jax.random.permutation(key, c)
+
+        def visit(p, k):
+            data = jax.tree.map(lambda a: a[k], stacked)
+            res = local_fn(numbers, p, sig[k], data, jax.random.fold_in(key, k))
+            return jax.tree.map(lambda w, u: (w + u).astype(w.dtype), p, res.update), None
+
+        return jax.lax.scan(visit, params, order)[0], order
+
+    return Program(epoch)
+
+
+#: :func:`shuffled_sgd`'s epoch programs, one per local update structure
+EPOCH_PROGRAMS = ProgramCache(_build_epoch, maxsize=8)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -9,6 +9,8 @@ The simulator's module docstring describes the round they fit into; it re-export
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from typing import Any, Callable, NamedTuple, Protocol
 
 import jax
@@ -20,8 +22,8 @@ from flax import nnx
 from .._numerics import check_array
 from .partition import ClientData
 
-__all__ = ["LocalResult", "LocalUpdate", "Aggregator", "ServerState", "RoundHook", "fedavg_local_sgd",
-           "mean_aggregator", "WEIGHTINGS", "check_int", "check_optimizer"]
+__all__ = ["LocalResult", "LocalUpdate", "Aggregator", "ServerState", "RoundHook", "WithNumbers", "split_numbers",
+           "fedavg_local_sgd", "mean_aggregator", "WEIGHTINGS", "check_int", "check_optimizer"]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -63,6 +65,53 @@ class LocalUpdate(Protocol):
     """
 
     def __call__(self, global_params, client_state, data: ClientData, key) -> LocalResult: ...
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class WithNumbers:
+    """A function and the numbers it runs with: ``WithNumbers(fn, numbers)(*args) == fn(numbers, *args)``.
+
+    The systems build their :class:`LocalUpdate` and :class:`Aggregator` parts so: ``fn`` holds the
+    structure (the model's graph definition, the loss, the local step count, the mechanism…; built the same
+    for the same structure) and ``numbers`` (a pytree) every number of the configuration (σ, clip norms,
+    sampling rates, learning rates, the non-``Param`` model state). The simulator keys its compiled round on
+    ``fn`` and passes ``numbers`` into it as an argument (:func:`jaxpriv.federated.simulator.make_round`), so
+    a second run of a system with other privacy numbers compiles nothing (DESIGN: programs are keyed on
+    structure, never on numbers). A plain callable works everywhere a ``WithNumbers`` does (it is then its
+    own structure, numbers it closes over included; a ``WithNumbers`` held by a plain closure is keyed by its
+    function and its numbers' values).
+
+    Example:
+      >>> part = WithNumbers(lambda numbers, x: x * numbers["scale"], {"scale": 2.0})
+      >>> part(3.0)
+      6.0
+    """
+
+    fn: Callable
+    numbers: Any
+
+    def __post_init__(self):
+        if not callable(self.fn):
+            raise ValueError(f"fn must be callable, got {type(self.fn).__name__}")
+
+    def __call__(self, *args):
+        return self.fn(self.numbers, *args)
+
+    def __repr__(self) -> str:
+        return f"WithNumbers({getattr(self.fn, '__qualname__', self.fn)!r}, {self.numbers!r})"
+
+
+def _apply_plain(f, numbers, *args):
+    del numbers
+    return f(*args)
+
+
+def split_numbers(part) -> tuple[Callable, Any]:
+    """``(fn, numbers)`` with ``fn(numbers, *args) == part(*args)``: a :class:`WithNumbers`' own parts, or for a
+    plain callable a function that ignores its (``None``) numbers."""
+    if isinstance(part, WithNumbers):
+        return part.fn, part.numbers
+    return functools.partial(_apply_plain, part), None
 
 
 class Aggregator(NamedTuple):
@@ -179,7 +228,8 @@ def fedavg_local_sgd(loss_fn: Callable, graphdef, optimizer: optax.GradientTrans
       rest: the non-``Param`` state from the same ``nnx.split`` (omit when it is empty).
 
     Returns:
-      a :class:`LocalUpdate`; its metrics are ``{"loss": mean batch loss over the τ steps}`` (without the
+      a :class:`LocalUpdate` (a :class:`WithNumbers`: μ and ``rest`` are arguments of the compiled round, the
+      rest its structure); its metrics are ``{"loss": mean batch loss over the τ steps}`` (without the
       proximal term).
 
     Example:
@@ -204,9 +254,15 @@ def fedavg_local_sgd(loss_fn: Callable, graphdef, optimizer: optax.GradientTrans
     local_steps = check_int("local_steps", local_steps, 1)
     batch_size = check_int("batch_size", batch_size, 1)
     mu = float(check_array("proximal_mu", proximal_mu, 0.0, np.inf))
-    states = () if rest is None else (rest,)
+    # the structure in the function, the numbers (μ, the model's other state) as the round's arguments
+    fn = _fedavg_local_sgd(loss_fn, graphdef, optimizer, local_steps, batch_size, mu > 0)
+    return WithNumbers(fn, {"proximal_mu": jnp.asarray(mu), "rest": rest})
 
-    def local_update(global_params, client_state, data: ClientData, key) -> LocalResult:
+
+def _fedavg_local_sgd(loss_fn, graphdef, optimizer, local_steps: int, batch_size: int, proximal: bool):
+    def local_update(numbers, global_params, client_state, data: ClientData, key) -> LocalResult:
+        mu, rest = numbers["proximal_mu"], numbers["rest"]
+        states = () if rest is None else (rest,)
         width = data.mask.shape[0]
         size = jnp.sum(data.mask)
 
@@ -228,7 +284,7 @@ def fedavg_local_sgd(loss_fn: Callable, graphdef, optimizer: optax.GradientTrans
             def objective(p):
                 model = nnx.merge(graphdef, p, *states)
                 loss = _masked_mean(loss_fn(model, xb, yb, loss_key), mb)
-                if mu > 0:
+                if proximal:
                     return loss + 0.5 * mu * _sq_distance(p, global_params), loss
                 return loss, loss
 
@@ -275,17 +331,26 @@ def mean_aggregator(weighting: str = "size", denominator: float | None = None) -
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
     fixed = None if denominator is None else float(check_array("denominator", denominator, 0.0, np.inf, lo_open=True))
+    # D is a number of the round (an argument), whether there is one is its structure
+    return Aggregator(_mean_contribute(weighting), WithNumbers(_mean_finalize(fixed is None),
+                                                               None if fixed is None else np.float32(fixed)))
 
+
+def _mean_contribute(weighting: str):
     def contribute(update, data: ClientData):
         weight = jnp.asarray(data.size, jnp.float32) if weighting == "size" else jnp.float32(1.0)
         return {"sum": jax.tree.map(lambda u: u * weight.astype(u.dtype), update), "weight": weight}
 
-    def finalize(total, key):
+    return contribute
+
+
+def _mean_finalize(realised: bool):
+    def finalize(fixed, total, key):
         del key
-        if fixed is None:
+        if realised:
             den = jnp.where(total["weight"] > 0, total["weight"], 1.0)
         else:
-            den = jnp.float32(fixed)
+            den = jnp.asarray(fixed, jnp.float32)
         return jax.tree.map(lambda s: s / den.astype(s.dtype), total["sum"])
 
-    return Aggregator(contribute, finalize)
+    return finalize

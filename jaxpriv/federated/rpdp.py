@@ -38,7 +38,6 @@ its docstring).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 from typing import Any
 
@@ -54,7 +53,7 @@ from ..train import noise
 from ..train.clipping import split_clipped_grad_sum
 from . import partition as _partition
 from . import rpdp_accounting as acct
-from .simulator import LocalResult, RoundHook, fedavg_local_sgd, mean_aggregator, run
+from .simulator import LocalResult, RoundHook, WithNumbers, fedavg_local_sgd, mean_aggregator, run
 
 __all__ = ["RPDPConfig", "RPDPResult", "METHODS", "dp_local_update", "assign_rates", "train"]
 
@@ -156,7 +155,8 @@ def dp_local_update(loss_fn, graphdef, rest, optimizer: optax.GradientTransforma
       clip_norm: C > 0.
 
     Returns:
-      a :class:`~jaxpriv.federated.simulator.LocalUpdate`; metrics ``expected_batch`` (Σq) and
+      a :class:`~jaxpriv.federated.simulator.LocalUpdate` (a :class:`~jaxpriv.federated.protocol.WithNumbers`:
+      σC, C and ``rest`` are arguments of the compiled round); metrics ``expected_batch`` (Σq) and
       ``sampled`` (mean realised batch size over the τ steps).
 
     Example:
@@ -182,8 +182,29 @@ def dp_local_update(loss_fn, graphdef, rest, optimizer: optax.GradientTransforma
     local_steps = _int("local_steps", local_steps, 1)
     sigma = _real("sigma", sigma, 0.0, np.inf)
     clip_norm = _real("clip_norm", clip_norm, 0.0, np.inf, lo_open=True)
+    return WithNumbers(_dp_local_fn(loss_fn, graphdef, optimizer, local_steps, sigma > 0),
+                       _dp_numbers(sigma, clip_norm, rest))
 
-    def local_update(global_params, q, data, key) -> LocalResult:
+
+def _dp_numbers(sigma: float, clip_norm: float, rest, learning_rate: float | None = None) -> dict:
+    """The numbers of :func:`dp_local_update` (arguments of the compiled round): the noise std on the clipped
+    sum σC (float64 product rounded up to float32, as the noise transform rounds it: the same noise), C, the
+    model's other state and (when the optimizer is the built-in SGD) η."""
+    scale = noise.noise_arguments(events.Gaussian(sigma), sensitivity=clip_norm).event.noise_multiplier
+    numbers = {"scale": scale, "clip": jnp.asarray(clip_norm), "rest": rest}
+    if learning_rate is not None:
+        numbers["learning_rate"] = jnp.asarray(learning_rate)
+    return numbers
+
+
+def _dp_local_fn(loss_fn, graphdef, optimizer, local_steps: int, noisy: bool):
+    """rPDP-FL's client update of one structure; ``optimizer`` None: SGD at ``numbers["learning_rate"]``."""
+
+    def local_update(numbers, global_params, q, data, key) -> LocalResult:
+        rest, clip_norm = numbers["rest"], numbers["clip"]
+        tx = optax.sgd(numbers["learning_rate"]) if optimizer is None else optimizer
+        # σ = 0 (no noise) is structure: the noise transform then draws nothing
+        event = events.Gaussian(numbers["scale"] if noisy else 0.0)
         q = jnp.where(data.mask, q, 0.0).astype(jnp.float32)
         expected = jnp.sum(q)
         denominator = jnp.where(expected > 0, expected, 1.0)  # Σq = 0: nothing is ever sampled, Δ := 0
@@ -194,13 +215,12 @@ def dp_local_update(loss_fn, graphdef, rest, optimizer: optax.GradientTransforma
             batch = data.mask & (jax.random.uniform(sample_key, q.shape) < q)  # β_i ~ Ber(q_i); q = 0 never
             clipped = split_clipped_grad_sum(loss_fn, graphdef, params, rest, data.x, data.y, clip_norm=clip_norm,
                                              mask=batch)
-            noisy = noise.add_noise(noise_key, clipped.grads, events.Gaussian(sigma), sensitivity=clipped.sensitivity,
-                                    normalize_by=denominator)
-            updates, opt_state = optimizer.update(noisy, opt_state, params)
+            # the scale is already σC on the sum (sensitivity 1)
+            noisy_sum = noise.add_noise(noise_key, clipped.grads, event, normalize_by=denominator)
+            updates, opt_state = tx.update(noisy_sum, opt_state, params)
             return (optax.apply_updates(params, updates), opt_state), jnp.sum(batch)
 
-        (final, _), sizes = jax.lax.scan(step, (global_params, optimizer.init(global_params)),
-                                         jnp.arange(local_steps))
+        (final, _), sizes = jax.lax.scan(step, (global_params, tx.init(global_params)), jnp.arange(local_steps))
         delta = jax.tree.map(lambda w, g: jnp.where(expected > 0, w - g, jnp.zeros_like(g)), final, global_params)
         metrics = {"expected_batch": expected, "sampled": jnp.mean(sizes.astype(jnp.float32))}
         return LocalResult(delta, q, metrics)
@@ -307,26 +327,15 @@ class RPDPResult:
 
 def _round_parts(graphdef, rest, private: bool, local_steps: int, sigma: float, clip_norm: float,
                  learning_rate: float, width: int):
-    """The local update and the aggregator; cached when the model has no non-parameter state, so that every
-    method, seed and budget scenario on one model shape hands :func:`~jaxpriv.federated.simulator.run` the
-    same objects and shares its compiled round (rates and data are arguments)."""
-    args = (graphdef, private, local_steps, sigma, clip_norm, learning_rate, width)
-    if not jax.tree.leaves(rest):
-        return _cached_round_parts(*args)
-    return _build_round_parts(rest, *args)
-
-
-@functools.lru_cache(maxsize=16)
-def _cached_round_parts(*args):
-    return _build_round_parts(nnx.State({}), *args)
-
-
-def _build_round_parts(rest, graphdef, private, local_steps, sigma, clip_norm, learning_rate, width):
+    """The local update and the aggregator. Their structure (the model, τ, private or not, the client width)
+    is what the simulator compiles; σ, C, η and the model's other state are numbers
+    (:class:`~jaxpriv.federated.protocol.WithNumbers`), so every method, seed, budget scenario and noise level
+    on one model shape shares one compiled round (rates and data are arguments too)."""
     from ..train.dpsgd import cross_entropy_loss
 
     if private:
-        local = dp_local_update(cross_entropy_loss, graphdef, rest, optax.sgd(learning_rate),
-                                local_steps=local_steps, sigma=sigma, clip_norm=clip_norm)
+        local = WithNumbers(_dp_local_fn(cross_entropy_loss, graphdef, None, local_steps, sigma > 0),
+                            _dp_numbers(sigma, clip_norm, rest, learning_rate))
     else:  # PrivacyFree: vanilla FedAvg, full-batch local gradient steps, no clipping, no noise
         local = fedavg_local_sgd(cross_entropy_loss, graphdef, optax.sgd(learning_rate), local_steps, width,
                                  rest=rest)

@@ -55,8 +55,9 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from .._numerics import check_array, derive_seeds
 from .partition import ClientData
-from .protocol import (Aggregator, LocalResult, LocalUpdate, RoundHook, ServerState, check_int, check_optimizer,
-                       fedavg_local_sgd, mean_aggregator)
+from ..train.programs import Program, ProgramCache
+from .protocol import (Aggregator, LocalResult, LocalUpdate, RoundHook, ServerState, WithNumbers, check_int,
+                       check_optimizer, fedavg_local_sgd, mean_aggregator, split_numbers)
 
 __all__ = [
     "LocalResult",
@@ -64,6 +65,7 @@ __all__ = [
     "Aggregator",
     "ServerState",
     "RoundHook",
+    "WithNumbers",
     "RoundRecord",
     "FederatedResult",
     "fedavg_local_sgd",
@@ -166,8 +168,31 @@ def make_round(local_update: LocalUpdate, *, aggregator: Aggregator | None = Non
         check_optimizer("server_optimizer", server_optimizer)
     if not callable(local_update):
         raise ValueError(f"local_update must be callable, got {type(local_update).__name__}")
+    parts = [split_numbers(p) for p in (local_update, aggregator.contribute, aggregator.finalize)]
+    program = ROUND_PROGRAMS(*(fn for fn, _ in parts), server_optimizer, sharding)
+    return BoundRound(program, tuple(numbers for _, numbers in parts))
 
-    def chunk_fn(params, client_state, clients, clients_key, ids, valid):
+
+class BoundRound:
+    """A round program with its configuration's numbers bound (:func:`make_round`): call it as
+    ``step(server, client_state, clients, ids, valid, key, *, chunk)``; ``program`` is the shared
+    :class:`jaxpriv.train.programs.Program` and ``numbers`` what it is called with."""
+
+    def __init__(self, program: Program, numbers):
+        self.program, self.numbers = program, numbers
+
+    def __call__(self, server, client_state, clients, ids, valid, key, *, chunk: int):
+        return self.program(self.numbers, server, client_state, clients, ids, valid, key, chunk=chunk)
+
+    def lower(self, server, client_state, clients, ids, valid, key, *, chunk: int):
+        return self.program.lower(self.numbers, server, client_state, clients, ids, valid, key, chunk=chunk)
+
+
+def _build_round(local_fn, contribute_fn, finalize_fn, server_optimizer, sharding) -> Program:
+    """The round program of one structure: ``step(numbers, server, client_state, clients, ids, valid, key, *,
+    chunk)``, ``numbers`` = the (local update's, contribute's, finalize's) numbers (:func:`make_round`)."""
+
+    def chunk_fn(local_numbers, contribute_numbers, params, client_state, clients, clients_key, ids, valid):
         num = jax.tree.leaves(clients)[0].shape[0]
         safe = jnp.clip(ids, 0, num - 1)
         # safe is in range: a gather that clamps, without take's default NaN fill
@@ -176,11 +201,13 @@ def make_round(local_update: LocalUpdate, *, aggregator: Aggregator | None = Non
         keys = jax.vmap(jax.random.fold_in, (None, 0))(clients_key, ids)
         if sharding is not None:  # lay the chunk's clients out over the devices
             data, state, keys, valid = jax.lax.with_sharding_constraint((data, state, keys, valid), sharding)
+        local_update = functools.partial(local_fn, local_numbers)
         update, new_state, metrics = jax.vmap(local_update, in_axes=(None, 0, 0, 0))(params, state, data, keys)
-        contribution = jax.vmap(aggregator.contribute)(update, data)
+        contribution = jax.vmap(functools.partial(contribute_fn, contribute_numbers))(update, data)
         return (_masked_sum(contribution, valid), _masked_sum(metrics, valid)), new_state
 
-    def step(server: ServerState, client_state, clients, ids, valid, key, *, chunk: int):
+    def step(numbers, server: ServerState, client_state, clients, ids, valid, key, *, chunk: int):
+        local_numbers, contribute_numbers, finalize_numbers = numbers
         clients_key, server_key = _split_round(key)
         ids = jnp.asarray(ids, jnp.int32)
         valid = jnp.asarray(valid, bool)
@@ -189,7 +216,8 @@ def make_round(local_update: LocalUpdate, *, aggregator: Aggregator | None = Non
             ids = jnp.concatenate([ids, jnp.full(extra, jnp.iinfo(jnp.int32).max, jnp.int32)])
             valid = jnp.concatenate([valid, jnp.zeros(extra, bool)])
         slots = ids.shape[0]
-        run_chunk = lambda i, v: chunk_fn(server.params, client_state, clients, clients_key, i, v)  # noqa: E731
+        run_chunk = lambda i, v: chunk_fn(local_numbers, contribute_numbers, server.params,  # noqa: E731
+                                          client_state, clients, clients_key, i, v)
         if slots == chunk:
             (total, metric_sums), states = run_chunk(ids, valid)
         else:
@@ -207,7 +235,7 @@ def make_round(local_update: LocalUpdate, *, aggregator: Aggregator | None = Non
         if client_state is not None:  # participants only; padding ids (≥ C) are dropped
             client_state = jax.tree.map(lambda a, s: a.at[ids].set(s.astype(a.dtype), mode="drop"),
                                         client_state, states)
-        delta = aggregator.finalize(total, server_key)
+        delta = finalize_fn(finalize_numbers, total, server_key)
         if server_optimizer is None:
             params = jax.tree.map(lambda p, d: (p + d).astype(p.dtype), server.params, delta)
             opt_state = server.opt_state
@@ -218,7 +246,14 @@ def make_round(local_update: LocalUpdate, *, aggregator: Aggregator | None = Non
         sums = {"participants": jnp.sum(valid, dtype=jnp.int32), **metric_sums}
         return ServerState(params, opt_state), client_state, sums
 
-    return jax.jit(step, static_argnames=("chunk",))
+    return Program(step, static_argnames=("chunk",))
+
+
+#: The round programs, one per structure: the local update's, contribute's and finalize's functions (a
+#: :class:`~jaxpriv.federated.protocol.WithNumbers`' ``fn``, or the plain callable), the server optimizer and the
+#: device layout, each by :func:`jaxpriv.train.programs.structure_key`. A system run over many seeds, methods,
+#: budgets or noise levels on one model compiles its rounds once, not once per run.
+ROUND_PROGRAMS = ProgramCache(_build_round, maxsize=16)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -392,21 +427,6 @@ def _check_after(out) -> tuple[dict, bool]:
     return out[0], bool(out[1])
 
 
-def _shared_round(local_update, aggregator, server_optimizer, sharding) -> Callable:
-    """:func:`make_round`'s program, shared by runs given the same objects: a system run over many seeds,
-    methods or budgets on one model compiles its rounds once, not once per run."""
-    try:
-        hash((local_update, aggregator, server_optimizer, sharding))
-    except TypeError:  # an unhashable callable: a program of its own
-        return make_round(local_update, aggregator=aggregator, server_optimizer=server_optimizer, sharding=sharding)
-    return _cached_round(local_update, aggregator, server_optimizer, sharding)
-
-
-@functools.lru_cache(maxsize=16)
-def _cached_round(local_update, aggregator, server_optimizer, sharding) -> Callable:
-    return make_round(local_update, aggregator=aggregator, server_optimizer=server_optimizer, sharding=sharding)
-
-
 def run(
     model: nnx.Module,
     local_update: LocalUpdate,
@@ -435,9 +455,9 @@ def run(
     over the devices of ``mesh`` — by default all devices when there are several), the aggregator's
     global delta, the server step, and every ``eval_every`` rounds (and after the last) the test accuracy
     and loss of the global model; a ``round_hook`` runs before and after each round. ``model`` is updated
-    in place at the end. Everything is a function of ``seed`` (see :func:`round_keys`). Runs given the same
-    ``local_update``, ``aggregator`` and ``server_optimizer`` objects share one compiled round program (so
-    what they close over must not change between runs).
+    in place at the end. Everything is a function of ``seed`` (see :func:`round_keys`). Runs of the same
+    structure share one compiled round program (:func:`make_round`): the numbers of the system's parts are
+    arguments, so another σ, clip norm, budget or rate compiles nothing.
 
     Args:
       model: the Flax NNX model (a classifier when ``test_data`` is given).
@@ -495,7 +515,7 @@ def run(
     _check_client_state("client_state", client_state, num_clients)
     test = as_test_arrays(test_data)
     sharding, replicated, devices = _devices_sharding(mesh)
-    step = _shared_round(local_update, aggregator, server_optimizer, sharding)
+    step = make_round(local_update, aggregator=aggregator, server_optimizer=server_optimizer, sharding=sharding)
 
     from ..train.dpsgd import make_evaluator, padded_test_set
     from ..train.sampling import PoissonSampler

@@ -37,6 +37,7 @@ Post-processing of the noisy updates, so no budget is spent — provided the ser
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable, NamedTuple
 
@@ -54,6 +55,7 @@ from ..train import noise
 from ..train.clipping import split_clipped_grad_sum
 from .partition import ClientData
 from . import simulator
+from .protocol import WithNumbers, split_numbers
 from .simulator import Aggregator, LocalResult
 
 __all__ = ["MECHANISMS", "AGGREGATIONS", "scales", "local_update", "client_state", "shuffle_epsilon",
@@ -132,7 +134,8 @@ def local_update(loss_fn, graphdef, learning_rate, local_steps, q, *, rest=None,
       never another mechanism's noise).
 
     Returns:
-      the LocalUpdate; metrics ``{"loss"}``.
+      the LocalUpdate (a :class:`~jaxpriv.federated.protocol.WithNumbers`: η, q and ``rest`` are arguments of
+      the compiled round); metrics ``{"loss"}``.
 
     Example:
       >>> import jax, jax.numpy as jnp
@@ -159,6 +162,13 @@ def local_update(loss_fn, graphdef, learning_rate, local_steps, q, *, rest=None,
     used = sorted({_CODE[m] for m in _check_mechanisms(mechanisms)})
     norms = sorted({_FAMILIES[c].norm for c in used})
 
+    # η, q and the model's other state are numbers of the round (arguments); τ, the loss, the model and the
+    # mechanisms listed are its structure
+    return WithNumbers(_local_fn(loss_fn, graphdef, tau, tuple(used), tuple(norms)),
+                       {"learning_rate": jnp.asarray(lr), "q": jnp.asarray(q), "rest": rest})
+
+
+def _local_fn(loss_fn, graphdef, tau: int, used: tuple, norms: tuple):
     def pick(mech, values: dict):
         """values[code] for this client's code (a select when several are listed)."""
         out = values[used[-1]]
@@ -173,7 +183,8 @@ def local_update(loss_fn, graphdef, learning_rate, local_steps, q, *, rest=None,
                 # ε₀ > 0 to sample: a masked-out slot may carry 0
                 else (_FAMILIES[c].event(jnp.maximum(scale, 1e-6), 1), clip) for c in used}
 
-    def update(global_params, state, data: ClientData, key):
+    def update(numbers, global_params, state, data: ClientData, key):
+        lr, q, rest = numbers["learning_rate"], numbers["q"], numbers["rest"]
         mech, scale, clip = state["mechanism"], state["scale"], state["clip"]
         expected = jnp.maximum(q * data.size.astype(jnp.float32), 1e-6)
         noise_of = noise_events(scale, clip)
@@ -413,7 +424,11 @@ def mean_aggregator(weighting: str = "size") -> Aggregator:
       1.5
     """
     base = simulator.mean_aggregator(weighting)
-    return Aggregator(lambda update, data: base.contribute(update["delta"], data), base.finalize)
+    return Aggregator(functools.partial(_contribute_delta, base.contribute), base.finalize)
+
+
+def _contribute_delta(contribute, update, data):
+    return contribute(update["delta"], data)
 
 
 def mode_connect_aggregator(loss, num_clients: int, *, steps: int = 50, learning_rate: float = 0.1,
@@ -451,7 +466,12 @@ def mode_connect_aggregator(loss, num_clients: int, *, steps: int = 50, learning
         raise ValueError(f"loss must be callable, got {type(loss).__name__}")
     c = int(check_array("num_clients", num_clients, 1.0, np.inf, integer=True))
     steps, lr, grid = _check_chain(steps, learning_rate, grid)
+    loss_fn, loss_numbers = split_numbers(loss)  # the server's data: numbers of the round, not constants
+    return Aggregator(_mode_contribute(c), WithNumbers(_mode_finalize(loss_fn, steps, grid),
+                                                       {"learning_rate": jnp.asarray(lr), "loss": loss_numbers}))
 
+
+def _mode_contribute(c: int):
     def contribute(update, data):
         del data
         one = jnp.arange(c) == update["slot"]  # a slot ≥ C (padding) is in no row
@@ -461,15 +481,19 @@ def mode_connect_aggregator(loss, num_clients: int, *, steps: int = 50, learning
         return {"models": jax.tree.map(rows, update["delta"]), "present": one.astype(jnp.float32),
                 "global": update["global"]}
 
-    def finalize(total, key):
+    return contribute
+
+
+def _mode_finalize(loss_fn, steps: int, grid: int):
+    def finalize(numbers, total, key):
         count = jnp.sum(total["present"])
         # w_global, recovered from its summed copies (only the chain's loss reads it; the delta is exact)
         anchor = jax.tree.map(lambda s: s / jnp.maximum(count, 1.0).astype(s.dtype), total["global"])
-        shifted = lambda d: loss(jax.tree.map(jnp.add, anchor, d))  # noqa: E731
-        merged, _ = _merge(shifted, total["models"], total["present"] > 0, key, steps, lr, grid)
+        shifted = lambda d: loss_fn(numbers["loss"], jax.tree.map(jnp.add, anchor, d))  # noqa: E731
+        merged, _ = _merge(shifted, total["models"], total["present"] > 0, key, steps, numbers["learning_rate"], grid)
         return merged
 
-    return Aggregator(contribute, finalize)
+    return finalize
 
 
 def server_loss(loss_fn, graphdef, x, y, *, rest=None):
@@ -480,7 +504,8 @@ def server_loss(loss_fn, graphdef, x, y, *, rest=None):
       nnx.Param, ...)``. x, y: the server's records (N ≥ 1 of them).
 
     Returns:
-      the loss function.
+      the loss function (a :class:`~jaxpriv.federated.protocol.WithNumbers`: the records are arguments of the
+      compiled round, not constants).
 
     Example:
       >>> import jax.numpy as jnp
@@ -493,8 +518,15 @@ def server_loss(loss_fn, graphdef, x, y, *, rest=None):
     x, y = jnp.asarray(x), jnp.asarray(y)
     if x.ndim == 0 or x.shape[0] == 0 or y.shape != (x.shape[0],):
         raise ValueError(f"x, y must hold N ≥ 1 records (N, ...) and N labels, got {x.shape} and {y.shape}")
-    states = () if rest is None else (rest,)
-    return lambda params: jnp.mean(loss_fn(nnx.merge(graphdef, params, *states), x, y, None))
+    return WithNumbers(_server_loss_fn(loss_fn, graphdef), {"x": x, "y": y, "rest": rest})
+
+
+def _server_loss_fn(loss_fn, graphdef):
+    def server(numbers, params):
+        states = () if numbers["rest"] is None else (numbers["rest"],)
+        return jnp.mean(loss_fn(nnx.merge(graphdef, params, *states), numbers["x"], numbers["y"], None))
+
+    return server
 
 
 # --------------------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import math
 import warnings
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -51,6 +52,10 @@ __all__ = [
     "echo_factors_kernel",
     "echo_probabilities",
     "calibrate",
+    "CalibrationTable",
+    "TABLE_PANELS",
+    "calibration_table",
+    "calibrate_with_table",
     "sparsify",
 ]
 
@@ -700,9 +705,12 @@ def _chebyshev(coeffs, x):
 
 
 @jax.jit
-def _invert_kernel(m, coeffs, breaks, ends):
+def _invert_kernel(m, coeffs, breaks, ends, panels=None):
+    """g with M(g) = m; ``panels``: the number of real panels of a padded table (None: all of them)."""
     target = jnp.abs(m)
-    panels = coeffs.shape[0]
+    padded = panels is not None
+    if not padded:
+        panels = coeffs.shape[0]
     k = jnp.clip(jnp.searchsorted(ends, target, side="right") - 1, 0, panels - 1)
     c = coeffs[k]
     half = 0.5 * (breaks[k + 1] - breaks[k])
@@ -731,7 +739,8 @@ def _invert_kernel(m, coeffs, breaks, ends):
     ones = jnp.ones_like(x0)
     state = (x0, -ones, ones, jnp.full_like(x0, jnp.inf), 0)
     x, *_ = jax.lax.while_loop(unfinished, body, state)
-    g = jnp.where(target >= ends[-1], breaks[-1], mid + half * x)
+    last = panels if padded else -1  # a padded table's last real end
+    g = jnp.where(target >= ends[last], breaks[last], mid + half * x)
     return jnp.sign(m) * g
 
 
@@ -813,6 +822,72 @@ def calibrate(observed_mean, local_epsilons, clip):
                 stacklevel=2,
             )
         return as_output(g.reshape(np.shape(m)))
+
+
+class CalibrationTable(NamedTuple):
+    """:func:`calibrate`'s interpolant of the mixture mean for one ε multiset and C, as arguments of a compiled
+    program (:func:`calibration_table`): the float64 coefficients (K, p+1), breakpoints (K+1,) and mixture
+    means at them (K+1,) as their bits (uint32 pairs, so that they pass into ``jit`` unchanged whatever
+    ``jax_enable_x64`` says), padded to a multiple of :data:`TABLE_PANELS` panels (fewer shapes, fewer
+    programs), and the number K of real panels."""
+
+    coeffs: Any
+    breaks: Any
+    ends: Any
+    panels: Any
+
+
+#: calibration tables are padded to a multiple of this many panels (a table has ~log2 of C over the smallest
+#: pole distance of them, 5–40)
+TABLE_PANELS = 16
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, np.float64).view(np.uint32).reshape(a.shape + (2,))
+
+
+def calibration_table(local_epsilons, clip) -> CalibrationTable:
+    """The table :func:`calibrate` inverts the mixture mean with (concrete ε multiset and C, computed on the
+    host), for :func:`calibrate_with_table` inside a compiled program whose budgets are arguments.
+
+    Example:
+      >>> import numpy as np
+      >>> from jaxpriv.mechanisms import clip_laplace
+      >>> eps = np.array([0.5, 1.0, 1.0, 4.0])
+      >>> m = np.mean(clip_laplace.mean(0.3, clip_laplace.local_scale(eps, 1.0), 1.0))
+      >>> table = clip_laplace.calibration_table(eps, 1.0)
+      >>> g = clip_laplace.calibrate_with_table(m, table)
+      >>> table.coeffs.shape[0] % clip_laplace.TABLE_PANELS, round(float(g), 12)
+      (0, 0.3)
+    """
+    with float64():
+        eps = _check_budget_array("local_epsilons", local_epsilons)
+        if eps.ndim != 1:
+            raise ValueError(f"local_epsilons must be a 1-D array of the n users' budgets, got shape {eps.shape}")
+        if check_array("clip", clip, 0.0, np.inf, lo_open=True).ndim != 0:
+            raise ValueError(f"clip must be a scalar C > 0, got shape {np.shape(clip)}")
+        coeffs, breaks, ends = _mixture_inverse(np.asarray(local_epsilons, dtype=np.float64), float(clip))
+    k = coeffs.shape[0]
+    extra = (-k) % TABLE_PANELS
+    # padding: zero panels past the last breakpoint, ends at +inf (never found by the search)
+    coeffs = np.concatenate([coeffs, np.zeros((extra,) + coeffs.shape[1:])])
+    breaks = np.concatenate([breaks, np.full(extra, breaks[-1])])
+    ends = np.concatenate([ends, np.full(extra, np.inf)])
+    return CalibrationTable(_bits(coeffs), _bits(breaks), _bits(ends), np.int32(k))
+
+
+def calibrate_with_table(observed_mean, table: CalibrationTable):
+    """:func:`calibrate` with the table of :func:`calibration_table` (possibly traced: the budgets and C are
+    then numbers of the caller's program, not constants); the same g, bit for bit. No warning is emitted.
+
+    Returns:
+      float64 array of g, the shape of ``observed_mean``.
+    """
+    with float64():
+        m = check_array("observed_mean", observed_mean)
+        coeffs, breaks, ends = (jax.lax.bitcast_convert_type(jnp.asarray(b), jnp.float64)
+                                for b in (table.coeffs, table.breaks, table.ends))
+        return _invert_kernel(m.reshape(-1), coeffs, breaks, ends, jnp.asarray(table.panels)).reshape(m.shape)
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -5,7 +5,9 @@ Poisson-sample a batch (:mod:`jaxpriv.train.sampling`, padded to a fixed bucket 
 example's gradient and sum (:func:`jaxpriv.train.clipping.clipped_grad_sum`), add N(0, s²) with
 s = σ·C and divide by the *expected* batch size Σ_i q_i (:func:`jaxpriv.train.noise.noise_transform` of the
 plan's noise event), then apply any Optax optimizer. The step is one jitted function of arrays (the NNX graph definition is
-static), compiled once per bucket size. The buckets are finer than the sampler's default
+static), compiled once per bucket size and structure (:func:`step_program`): every number of the plan — the noise
+scale, the clip norm, the expected batch size — is an argument, so a second run on the same model, optimizer and
+loss with another ε, σ, δ or C compiles nothing. The buckets are finer than the sampler's default
 (:func:`trainer_sampler`: μ + 3σ rows instead of μ + 5σ, and in long runs about μ + 0.8σ on average), and
 the batches of up to 64 steps are drawn in one call, so the host queues steps while the device runs them instead of waiting for each batch
 size (measured in ``bench/dpsgd_throughput.py``: the trainer's step against the bare DP step).
@@ -38,6 +40,7 @@ from .data import as_dataset
 from .evaluate import make_evaluator, padded_test_set
 from .models import CNN, MLP, cross_entropy_loss, mse_loss
 from .plan import GroupAccountant, PrivacyPlan, plan_privacy
+from .programs import Program, ProgramCache
 from .sampling import PoissonSampler, bucket_sizes
 
 __all__ = [
@@ -49,6 +52,8 @@ __all__ = [
     "plan_privacy",
     "train",
     "make_step",
+    "step_program",
+    "noise_numbers",
     "trainer_sampler",
     "sample_block_size",
     "cross_entropy_loss",
@@ -88,7 +93,10 @@ class TrainResult:
     """Outcome of :func:`train`. ``epsilon`` is the spent ε of the worst-off record (max over groups);
     ``group_epsilon[g]`` the spent ε of group g (see ``plan``); ``stopped`` is ``"completed"`` or
     ``"budget"`` (the next step would have exceeded a budget). ``buckets`` are the padded batch sizes
-    used and ``compiled_steps`` the number of compilations of the step (one per bucket)."""
+    used and ``compiled_steps`` the number of step programs the run used (one per bucket; a bucket traced
+    twice in the run counts twice). Programs are shared by runs of the same structure
+    (:func:`step_program`): ``new_programs`` counts the step programs this run traced itself (0 when an
+    earlier run of the same model, optimizer and loss compiled them, whatever its ε, σ or clip norm)."""
 
     history: list
     test_accuracy: float
@@ -101,6 +109,7 @@ class TrainResult:
     buckets: tuple
     compiled_steps: int
     seconds: float
+    new_programs: int = 0
 
     def record_epsilon(self) -> np.ndarray:
         """Spent ε of every training record."""
@@ -155,13 +164,61 @@ def sample_block_size(n: int) -> int:
     return max(1, min(_BLOCK, _BLOCK_RECORDS // int(n)))
 
 
-def make_step(graphdef, rest, tx, loss_fn, microbatch_size: int | None, clip: float | None, norm: str = "l2"):
-    """The jitted DP-SGD step (graphdef, loss, optimizer and a single clip norm static; compiled per bucket).
-    Shared by :func:`train` and :mod:`jaxpriv.train.private`.
+def _build_step(graphdef, optimizer, loss_fn, microbatch_size, per_record: bool, norm: str, sharding) -> Program:
+    """The DP-SGD step program of one structure (see :func:`step_program`)."""
+    from .clipping import split_clipped_grad_sum
+    from .noise import noise_update
 
-    ``clip`` is the one clip norm, or None for per-record clip norms ("scale"): then the sampled records'
-    norms are gathered from ``record_clip`` and ONE clipped sum runs with per-example norms — every
-    record clipped to its own C_g, per-record sensitivity C_g.
+    devices = 1 if sharding is None else int(sharding.mesh.devices.size)
+
+    def step(params, opt_state, x, y, record_clip, indices, mask, key, rest, numbers):
+        if sharding is not None and indices.shape[0] % devices == 0:  # buckets are multiples of 8
+            indices, mask = (jax.lax.with_sharding_constraint(v, sharding) for v in (indices, mask))
+        xb, yb = x[indices], y[indices]
+        clip_norm = record_clip[indices] if per_record else numbers["clip"]
+        grads = split_clipped_grad_sum(loss_fn, graphdef, params, rest, xb, yb, key=key, clip_norm=clip_norm,
+                                       mask=mask, microbatch_size=microbatch_size, norm=norm).grads
+        tx = optimizer
+        if numbers["noise"] is not None:  # the noise transform with its numbers as arguments, then the optimizer
+            noise = optax.GradientTransformation(lambda p: None,
+                                                 lambda u, s, p=None: noise_update(numbers["noise"], u, s))
+            tx = optax.chain(noise, optimizer)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state
+
+    return Program(step)
+
+
+#: the step programs, one per structure (:func:`step_program`)
+STEP_PROGRAMS = ProgramCache(_build_step)
+
+
+def _sharding():
+    from .._batching import batch_sharding
+
+    return batch_sharding() if jax.device_count() > 1 else None
+
+
+def step_program(graphdef, optimizer, loss_fn, microbatch_size: int | None, per_record: bool, norm: str = "l2"
+                 ) -> Program:
+    """The jitted DP-SGD step of :func:`train` and :mod:`jaxpriv.train.private`, shared by every run of the
+    same structure (:class:`jaxpriv.train.programs.ProgramCache`): compiled once per bucket size and
+    structure, whatever the run's ε, σ, δ, clip norm, batch size or seed.
+
+    ``step(params, opt_state, x, y, record_clip, indices, mask, key, rest, numbers) → (params, opt_state)``
+
+    Keyed on (what the program bakes in): the graph definition, ``optimizer`` (by
+    :func:`~jaxpriv.train.programs.structure_key`: ``optax.sgd(0.1)`` built twice is one key, ``optax.sgd(0.2)``
+    another, since its learning rate is a constant of the functions it builds), ``loss_fn``, the microbatch
+    size, the clipping mode (``per_record``: every example's norm gathered from ``record_clip``; else the one
+    norm ``numbers["clip"]``), the norm (``"l1"``/``"l2"``) and the device layout. Shapes and dtypes (the
+    bucket size, the data, the parameters' dtypes) are jit's own key. Every number is an argument:
+    ``numbers = {"clip": C (a weakly typed scalar, or None with per-record norms), "noise":``
+    :class:`jaxpriv.train.noise.NoiseArguments` ``or None}``; ``rest`` is the model's non-``Param`` state.
+
+    With ``numbers["noise"]`` the step is ``optax.chain(noise, optimizer)`` — the noise transform of the
+    plan's event with its numbers as arguments (:func:`jaxpriv.train.noise.noise_update`) — and
+    ``opt_state`` is that chain's state; without, ``optimizer`` alone.
 
     Data parallel over every device when there are several (every process's, after
     :func:`jaxpriv.distributed.initialize`): the padded batch is sharded along its
@@ -169,23 +226,60 @@ def make_step(graphdef, rest, tx, loss_fn, microbatch_size: int | None, clip: fl
     noise and the optimizer run replicated from the same key — the same computation as on one device (the
     compiler partitions it; only the order of the final sum differs), so the privacy analysis is unchanged.
     """
-    from .._batching import batch_sharding
-    from .clipping import split_clipped_grad_sum
+    return STEP_PROGRAMS(graphdef, optimizer, loss_fn, microbatch_size, bool(per_record), norm, _sharding())
 
-    devices = jax.device_count()
-    sharding = batch_sharding() if devices > 1 else None
 
-    def step(params, opt_state, x, y, record_clip, indices, mask, key):
-        if sharding is not None and indices.shape[0] % devices == 0:  # buckets are multiples of 8
-            indices, mask = (jax.lax.with_sharding_constraint(v, sharding) for v in (indices, mask))
-        xb, yb = x[indices], y[indices]
-        clip_norm = clip if clip is not None else record_clip[indices]
-        grads = split_clipped_grad_sum(loss_fn, graphdef, params, rest, xb, yb, key=key, clip_norm=clip_norm,
-                                       mask=mask, microbatch_size=microbatch_size, norm=norm).grads
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state
+class BoundStep:
+    """A step program with its numbers bound: ``step(params, opt_state, x, y, record_clip, indices, mask,
+    key)``, and ``step.lower(...)`` with the same arguments (:func:`make_step`)."""
 
-    return jax.jit(step)
+    def __init__(self, program: Program, rest, numbers):
+        self.program, self.rest, self.numbers = program, rest, numbers
+
+    def __call__(self, params, opt_state, x, y, record_clip, indices, mask, key):
+        return self.program(params, opt_state, x, y, record_clip, indices, mask, key, self.rest, self.numbers)
+
+    def lower(self, params, opt_state, x, y, record_clip, indices, mask, key):
+        return self.program.lower(params, opt_state, x, y, record_clip, indices, mask, key, self.rest, self.numbers)
+
+
+def make_step(graphdef, rest, tx, loss_fn, microbatch_size: int | None, clip: float | None, norm: str = "l2"):
+    """The DP-SGD step with the Optax transformation ``tx`` applied to the clipped sum (any noise must be
+    inside ``tx``): :func:`step_program` keyed on ``tx`` and without noise arguments, its numbers (the clip
+    norm, ``rest``) bound. Compiled per bucket, shared with every ``make_step`` of the same structure and
+    ``tx`` (a ``tx`` that bakes a noise transform's numbers is keyed on them; :func:`train` passes them as
+    arguments instead).
+
+    ``clip`` is the one clip norm, or None for per-record clip norms ("scale"): then the sampled records'
+    norms are gathered from ``record_clip`` and ONE clipped sum runs with per-example norms — every
+    record clipped to its own C_g, per-record sensitivity C_g.
+
+    Returns:
+      :class:`BoundStep`: ``step(params, opt_state, x, y, record_clip, indices, mask, key) → (params, opt_state)``.
+    """
+    program = step_program(graphdef, tx, loss_fn, microbatch_size, clip is None, norm)
+    return BoundStep(program, rest, {"clip": None if clip is None else jnp.asarray(float(clip)), "noise": None})
+
+
+def _noise_dtype(params):
+    """The dtype the noise is drawn in for these parameters (:func:`jaxpriv.train.noise.noise_arguments`)
+    and whether it is one for all of them."""
+    kinds = {jnp.promote_types(jnp.asarray(v).dtype, jnp.float32) for v in jax.tree_util.tree_leaves(params)}
+    return (jnp.float64 if kinds == {jnp.dtype(jnp.float64)} else jnp.float32), len(kinds) <= 1
+
+
+def noise_numbers(event, *, sensitivity: float, normalize_by: float, params):
+    """The noise arguments of a step on ``params`` (:func:`jaxpriv.train.noise.noise_arguments` in their
+    noise dtype). Float32 and float64 leaves together (x64 on) take the float32 scale rounded up, held in
+    float64: never below σΔ for either (a float64 leaf then gets at most one float32 ulp more noise)."""
+    from .noise import noise_arguments
+
+    dtype, uniform = _noise_dtype(params)
+    args = noise_arguments(event, sensitivity=sensitivity, normalize_by=normalize_by, dtype=dtype)
+    if not uniform:
+        args = args._replace(event=jax.tree_util.tree_map(lambda v: np.asarray(v, np.float64), args.event),
+                             sensitivity=None if args.sensitivity is None else np.asarray(args.sensitivity, np.float64))
+    return args
 
 
 def train(
@@ -206,7 +300,7 @@ def train(
     ``"staircase"``, clip in L1 norm and add Lap(b·C) or staircase noise per coordinate — through
     :func:`jaxpriv.train.noise.noise_transform` of the plan's noise event, divide by the expected batch
     size Σ_i q_i, and apply ``optimizer``. See the module docstring for the privacy configurations and the stopping rule.
-    With several devices the step runs data parallel, its batch sharded over them (:func:`make_step`); after
+    With several devices the step runs data parallel, its batch sharded over them (:func:`step_program`); after
     :func:`jaxpriv.distributed.initialize` that is every process's devices (only process 0 writes checkpoints).
 
     Args:
@@ -280,7 +374,7 @@ def train(
     block = sample_block_size(n)
     noise = noise_transform(plan.noise_event(), seed=noise_seed, sensitivity=float(plan.clip[0]),
                             normalize_by=plan.expected_batch_size)
-    tx = optax.chain(noise, optimizer)
+    tx = optax.chain(noise, optimizer)  # the state's layout; the step takes the noise's numbers as arguments
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     opt_state = tx.init(params)
     accountant = GroupAccountant(plan.rate, plan.sigma, config.delta, orders=config.orders, mechanism=plan.mechanism,
@@ -296,16 +390,19 @@ def train(
         start_epoch = int(meta["epoch"])
         nnx.update(model, params, rest)
 
-    single = np.unique(plan.clip).size == 1  # one static clip norm, else per-record norms gathered in the step
+    single = np.unique(plan.clip).size == 1  # one clip norm (an argument), else per-record norms gathered in the step
     record_clip = jnp.asarray(plan.record_clip)
     norm = sensitivity_norm(plan.noise_event())  # clip in the norm the noise's sensitivity is measured in
-    step = make_step(graphdef, rest, tx, loss_fn, config.microbatch_size, float(plan.clip[0]) if single else None,
-                      norm)
+    step = step_program(graphdef, optimizer, loss_fn, config.microbatch_size, not single, norm)
+    numbers = {"clip": jnp.asarray(float(plan.clip[0])) if single else None,
+               "noise": noise_numbers(plan.noise_event(), sensitivity=float(plan.clip[0]),
+                                      normalize_by=plan.expected_batch_size, params=params)}
     evaluate = make_evaluator(graphdef, int(config.eval_batch_size), config.loss)
     x, y = jnp.asarray(data.x_train), jnp.asarray(data.y_train)
     test = padded_test_set(data, int(config.eval_batch_size))
     loss_key = jax.random.key(loss_seed)
     buckets: set[int] = set()
+    traces_before, retraced = step.traces, 0
     stopped = "completed"
     started = time.perf_counter()
 
@@ -323,9 +420,12 @@ def train(
             for first in range(0, allowed, block):
                 # always a whole block (one compiled draw); the steps past the epoch's are drawn again later
                 for batch in sampler.sample_block(accountant.steps, block)[:allowed - first]:
-                    buckets.add(int(batch.indices.shape[0]))
+                    size, traces = int(batch.indices.shape[0]), step.traces
                     params, opt_state = step(params, opt_state, x, y, record_clip, batch.indices, batch.mask,
-                                             jax.random.fold_in(loss_key, batch.step))
+                                             jax.random.fold_in(loss_key, batch.step), rest, numbers)
+                    if size in buckets:  # a bucket this run has run before: any trace is a second program
+                        retraced += step.traces - traces
+                    buckets.add(size)
                     accountant.steps += 1
                     if bar is not None:
                         bar.update(task, advance=1)
@@ -371,6 +471,7 @@ def train(
         steps=accountant.steps,
         stopped=stopped,
         buckets=tuple(sorted(buckets)),
-        compiled_steps=int(step._cache_size()),
+        compiled_steps=len(buckets) + retraced,
         seconds=time.perf_counter() - started,
+        new_programs=step.traces - traces_before,
     )

@@ -14,8 +14,9 @@ from flax import nnx
 from .._numerics import check_array
 from .config import LOSSES
 from .models import squared_errors
+from .programs import Program, ProgramCache
 
-__all__ = ["make_evaluator", "padded_test_set"]
+__all__ = ["make_evaluator", "padded_test_set", "EVALUATORS"]
 
 
 def _check_batch_size(batch_size) -> int:
@@ -39,7 +40,8 @@ def make_evaluator(graphdef, batch_size: int, loss: str = "cross_entropy") -> Ca
       loss: ``"cross_entropy"`` (a classifier) or ``"mse"`` (a regression model), as in :class:`DPSGDConfig`.
 
     Returns:
-      the jitted ``evaluate``.
+      the jitted ``evaluate`` (a :class:`jaxpriv.train.programs.Program`), shared by every call with the same
+      graph definition, ``batch_size`` and ``loss``.
 
     Example:
       >>> import numpy as np
@@ -57,9 +59,12 @@ def make_evaluator(graphdef, batch_size: int, loss: str = "cross_entropy") -> Ca
     batch = _check_batch_size(batch_size)
     if loss not in LOSSES:
         raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
+    return EVALUATORS(graphdef, batch, loss)
+
+
+def _build_evaluator(graphdef, batch: int, loss: str) -> Program:
     regression = loss == "mse"
 
-    @jax.jit
     def evaluate(params, rest, x, y, mask):
         model = nnx.merge(graphdef, params, rest)
         model.eval()  # dropout off, whatever the training graph says (this copy is discarded)
@@ -82,7 +87,11 @@ def make_evaluator(graphdef, batch_size: int, loss: str = "cross_entropy") -> Ca
         accuracy = jnp.float32(jnp.nan) if regression else correct / n
         return accuracy, total / n
 
-    return evaluate
+    return Program(evaluate)
+
+
+#: the evaluation programs, one per (graph definition, chunk size, loss): every run and round of a model shares one
+EVALUATORS = ProgramCache(_build_evaluator)
 
 
 def padded_test_set(data, batch_size: int) -> tuple[jax.Array, jax.Array, jax.Array]:

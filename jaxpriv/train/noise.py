@@ -46,7 +46,7 @@ Example (DP-SGD's noise and normalisation chained with an optimizer):
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -58,8 +58,10 @@ from .. import events
 from .._checks import check_values, in_range
 from .._numerics import is_concrete
 from ..mechanisms import gaussian, laplace, staircase
+from ..mechanisms._common import round_to
 
-__all__ = ["NoiseState", "noise_transform", "add_noise", "gaussian_noise"]
+__all__ = ["NoiseState", "NoiseArguments", "noise_transform", "noise_arguments", "noise_update", "add_noise",
+           "gaussian_noise"]
 
 #: additive mechanisms whose noise is ``sample(key, number × Δ, shape, dtype)``: the event's field, the sampler
 _SCALED = {events.Gaussian: ("noise_multiplier", gaussian.sample), events.Laplace: ("scale", laplace.sample)}
@@ -216,11 +218,98 @@ def noise_transform(event, *, seed, sensitivity=1.0, normalize_by=1.0, flat: boo
 
     def update_fn(updates, state, params=None):
         del params
-        count = 1 if flat else len(jax.tree_util.tree_leaves(updates))
-        keys = jax.random.split(state.key, count + 1)  # the one split of this step
-        return _apply(noise, keys[1] if flat else keys[1:], updates, flat), NoiseState(key=keys[0])
+        return _step(noise, updates, state, flat)
 
     return optax.GradientTransformation(init_fn, update_fn)
+
+
+def _step(noise: _Noise, updates, state: NoiseState, flat: bool):
+    """One step of a noise transform: split the state key once (the next key, then the draw keys)."""
+    count = 1 if flat else len(jax.tree_util.tree_leaves(updates))
+    keys = jax.random.split(state.key, count + 1)  # the one split of this step
+    return _apply(noise, keys[1] if flat else keys[1:], updates, flat), NoiseState(key=keys[0])
+
+
+class NoiseArguments(NamedTuple):
+    """The numbers of a noise transform, as arrays a compiled step takes as arguments
+    (:func:`noise_arguments`, :func:`noise_update`): the event with its numbers already on the sum's scale
+    (σΔ, bΔ rounded up; the staircase's ε and γ), the sensitivity (``None``: already applied) and the
+    normaliser. A pytree: its structure (the event type, its static fields, the dtypes) is what a program
+    is keyed on, its leaves are the numbers."""
+
+    event: Any
+    sensitivity: Any
+    normalize_by: Any
+
+
+def noise_arguments(event, *, sensitivity=1.0, normalize_by=1.0, dtype=jnp.float32) -> NoiseArguments:
+    """The numbers of ``noise_transform(event, sensitivity=…, normalize_by=…)`` computed on the host, so
+    that a compiled step can take them as arguments (a new σ, C or batch size then compiles nothing) and
+    add exactly the noise the transform adds.
+
+    Concrete numbers only (validated here, ``ValueError`` as :func:`noise_transform`). The scale on the sum
+    is the transform's: σΔ (``Gaussian``) or bΔ (``Laplace``) in float64, rounded up to ``dtype`` (float32:
+    what the sampler would round it to; float64: the float64 product), never below σΔ (MATH §0.1); the
+    staircase's ε, γ (γ* when ``None``) and Δ are taken in float64 and cast to ``dtype`` as its sampler
+    casts them. ``normalize_by`` becomes a weakly typed JAX scalar (float32, or float64 with x64 on), as a
+    Python number does inside ``jit``.
+
+    Args:
+      event, sensitivity, normalize_by: as :func:`noise_transform` (concrete).
+      dtype: the dtype the noise is drawn in: float32 for float32, bfloat16 and float16 updates, float64
+        for float64 ones.
+
+    Returns:
+      :class:`NoiseArguments`.
+
+    Example:
+      >>> import numpy as np
+      >>> from jaxpriv import events
+      >>> from jaxpriv.train import noise
+      >>> args = noise.noise_arguments(events.Gaussian(1.1), sensitivity=0.3, normalize_by=64.0)
+      >>> bool(np.float64(args.event.noise_multiplier) >= 1.1 * 0.3), args.sensitivity
+      (True, None)
+    """
+    dtype = jnp.dtype(dtype)
+    if dtype not in (jnp.float32, jnp.float64):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+    if not is_concrete((event, sensitivity, normalize_by)):
+        raise ValueError("noise_arguments takes concrete numbers (it runs on the host)")
+    _prepare(event, sensitivity, normalize_by)  # validation, the transform's messages
+    denominator = jnp.asarray(float(normalize_by))  # weakly typed, as a Python number inside jit
+    if isinstance(event, events.Staircase):
+        epsilon = np.asarray(float(event.epsilon), np.float64)
+        gamma = staircase.optimal_gamma(epsilon) if event.gamma is None else float(event.gamma)
+        numbers = (np.asarray(v, np.float64).astype(dtype) for v in (epsilon, gamma, float(sensitivity)))
+        epsilon, gamma, delta = numbers
+        return NoiseArguments(events.Staircase(epsilon, gamma, event.dimension), delta, denominator)
+    field, _ = _SCALED[type(event)]
+    scale = _scale_on_sum(getattr(event, field), sensitivity)  # float64
+    scale = round_to(scale, dtype) if dtype == jnp.float32 else np.asarray(scale, np.float64)
+    return NoiseArguments(type(event)(**{field: scale}), None, denominator)
+
+
+def noise_update(arguments: NoiseArguments, updates, state: NoiseState, *, flat: bool = False):
+    """One step of a noise transform whose numbers are ``arguments`` (:func:`noise_arguments`, passed
+    into a jitted step as arguments): the update of ``noise_transform(event, seed=…, sensitivity=…,
+    normalize_by=…, flat=flat)`` with the state ``state``, drawing the same noise from the same key.
+
+    Returns:
+      ``(noisy updates, next NoiseState)``.
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> from jaxpriv import events
+      >>> from jaxpriv.train import noise
+      >>> args = noise.noise_arguments(events.Gaussian(2.0), normalize_by=4.0)
+      >>> step = jax.jit(lambda a, u, s: noise.noise_update(a, u, s))
+      >>> tx = noise.noise_transform(events.Gaussian(2.0), seed=0, normalize_by=4.0)
+      >>> u = {"b": jnp.zeros(1000)}
+      >>> bool((step(args, u, tx.init(None))[0]["b"] == tx.update(u, tx.init(None))[0]["b"]).all())
+      True
+    """
+    sensitivity = 1.0 if arguments.sensitivity is None else arguments.sensitivity
+    return _step(_prepare(arguments.event, sensitivity, arguments.normalize_by), updates, state, _check_flat(flat))
 
 
 def add_noise(key, updates, event, *, sensitivity=1.0, normalize_by=1.0, flat: bool = False):

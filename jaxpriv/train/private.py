@@ -52,7 +52,7 @@ class PrivateTrainer:
     def __init__(self, model, tx, x, y, loss_fn, *, sample_rate, noise_multiplier, max_grad_norm, delta,
                  target_epsilon, total_steps, seed, microbatch_size):
         from .._numerics import derive_seeds
-        from .dpsgd import GroupAccountant, make_step, sample_block_size, trainer_sampler
+        from .dpsgd import GroupAccountant, noise_numbers, sample_block_size, step_program, trainer_sampler
 
         self.model = model
         self.sample_rate, self.noise_multiplier = float(sample_rate), float(noise_multiplier)
@@ -68,12 +68,17 @@ class PrivateTrainer:
         from .noise import noise_transform
 
         # N(0, σ²C²): σ times the clipped sum's sensitivity C, over the expected batch size B = qN
-        noise = noise_transform(events.Gaussian(self.noise_multiplier), sensitivity=self.max_grad_norm,
-                                seed=noise_seed, normalize_by=n * self.sample_rate)
-        self._tx = optax.chain(noise, tx)
-        graphdef, self._params, rest = nnx.split(model, nnx.Param, ...)
+        event, batch = events.Gaussian(self.noise_multiplier), n * self.sample_rate
+        noise = noise_transform(event, sensitivity=self.max_grad_norm, seed=noise_seed, normalize_by=batch)
+        self._tx = optax.chain(noise, tx)  # the state's layout; the step takes the noise's numbers as arguments
+        graphdef, self._params, self._rest = nnx.split(model, nnx.Param, ...)
         self._opt_state = self._tx.init(self._params)
-        self._step = make_step(graphdef, rest, self._tx, loss_fn, microbatch_size, self.max_grad_norm, "l2")
+        # train()'s step program, shared with every trainer (and train() run) of the same model, optimizer and
+        # loss: σ, C, q and the seed are arguments, so another target ε compiles nothing
+        self._step = step_program(graphdef, tx, loss_fn, microbatch_size, False, "l2")
+        self._numbers = {"clip": jnp.asarray(self.max_grad_norm),
+                         "noise": noise_numbers(event, sensitivity=self.max_grad_norm, normalize_by=batch,
+                                                params=self._params)}
         self._x, self._y = jnp.asarray(x), jnp.asarray(y)
         self._loss_key = jax.random.key(loss_seed)
 
@@ -100,7 +105,8 @@ class PrivateTrainer:
             self._batches = self._sampler.sample_block(t, self._block)
         batch = self._batches.pop(0)
         self._params, self._opt_state = self._step(self._params, self._opt_state, self._x, self._y, None,
-                                                   batch.indices, batch.mask, jax.random.fold_in(self._loss_key, t))
+                                                   batch.indices, batch.mask, jax.random.fold_in(self._loss_key, t),
+                                                   self._rest, self._numbers)
         self.accountant.steps += 1
         nnx.update(self.model, self._params)
 
