@@ -42,6 +42,7 @@ from ._numerics import (
     log_expm1,
     log_normal_cdf,
     log1mexp,
+    log1p,
 )
 
 __all__ = [
@@ -225,7 +226,7 @@ def _one_minus_q_pow_minus_linear(q, alpha):
     log_abs_c = _log_abs_binom(jnp.asarray(alpha), 42)[..., 2:]
     sign = _binom_sign(jnp.asarray(alpha)[..., None], k) * jnp.where(k % 2 == 0, 1.0, -1.0)
     series = jnp.sum(sign * jnp.exp(log_abs_c + k * log_qs[..., None]), axis=-1)
-    direct = jnp.expm1(alpha * jnp.log1p(-q)) + alpha * q
+    direct = jnp.expm1(alpha * log1p(-q)) + alpha * q
     return jnp.where(small, series, direct)
 
 
@@ -464,7 +465,7 @@ def _subsampled_gaussian_block(q, sigma, orders_key: tuple):
     orders = np.asarray(orders_key, dtype=np.float64)
     inside = (q > 0) & (q < 1)
     q_in = jnp.where(inside, q, 0.5)  # q = 0 and q = 1 are exact limits, selected at the end
-    log_q, log_1mq, sigma_col = jnp.log(q_in)[:, None], jnp.log1p(-q_in)[:, None], sigma[:, None]
+    log_q, log_1mq, sigma_col = jnp.log(q_in)[:, None], log1p(-q_in)[:, None], sigma[:, None]
     int_orders = orders[orders == np.floor(orders)]
     if int_orders.size:
         i = jnp.arange(2, int(int_orders.max()) + 1, dtype=jnp.float64)
@@ -577,7 +578,7 @@ def _epsilon_per_order(rdp, orders, log_delta, conversion: str):
     if conversion == "classic":  # Mironov 2017, Prop. 3
         eps = rdp - log_delta / (orders - 1.0)
     else:  # Balle et al. 2020, Thm 21 / Canonne, Kamath, Steinke 2020, Prop. 12
-        eps = rdp + jnp.log1p(-1.0 / orders) - (log_delta + jnp.log(orders)) / (orders - 1.0)
+        eps = rdp + log1p(-1.0 / orders) - (log_delta + jnp.log(orders)) / (orders - 1.0)
     return jnp.where(jnp.isnan(eps), jnp.inf, eps)
 
 
@@ -605,7 +606,7 @@ def _argmin_value(values, minimum, orders):
 def _to_log_delta(rdp, orders, epsilon):
     orders = jnp.asarray(orders)
     eps = epsilon[..., None]
-    log_delta = (orders - 1.0) * (rdp - eps + jnp.log1p(-1.0 / orders)) - jnp.log(orders)
+    log_delta = (orders - 1.0) * (rdp - eps + log1p(-1.0 / orders)) - jnp.log(orders)
     log_delta = jnp.where(jnp.isnan(log_delta), jnp.inf, log_delta)
     kl_bound = 0.5 * log1mexp(-rdp)  # δ ≤ TV ≤ √(1 − e^{−ρ}) at any ε ≥ 0
     kl_bound = jnp.where(rdp > 0, kl_bound, jnp.where(rdp == 0, -jnp.inf, jnp.inf))  # NaN never helps
@@ -718,7 +719,7 @@ def _client_sampled(local, client_rate, orders):
     x = (orders - 1.0) * local
     small = x < 30.0
     near = jnp.log1p(client_rate * jnp.expm1(jnp.where(small, x, 0.0)))
-    far = jnp.logaddexp(jnp.log1p(-client_rate), jnp.log(client_rate) + jnp.where(small, 30.0, x))
+    far = jnp.logaddexp(log1p(-client_rate), jnp.log(client_rate) + jnp.where(small, 30.0, x))
     return jnp.where(small, near, far) / (orders - 1.0)
 
 
@@ -818,7 +819,7 @@ def _subsampled_gaussian_at(q, sigma, alpha):
     def one(lq, l1q, s, a):
         return _log_am1_series(lq[None, None], l1q[None, None], s[None, None], a[None], head)[0, 0]
 
-    log_am1 = jax.vmap(one)(jnp.log(q_in), jnp.log1p(-q_in), sigma, alpha)
+    log_am1 = jax.vmap(one)(jnp.log(q_in), log1p(-q_in), sigma, alpha)
     rho = jax.nn.softplus(log_am1) / (alpha - 1.0)
     rho = jnp.where(q >= 1.0, alpha / (2.0 * sigma**2), rho)
     return jnp.where(q <= 0.0, 0.0, rho)
@@ -838,7 +839,7 @@ def dpsgd_epsilon_refined_kernel(q, sigma, steps, delta, orders_key: tuple, iter
 
     def eps_at(alpha):
         rho = steps * _subsampled_gaussian_at(q, sigma, alpha)
-        e = rho + jnp.log1p(-1.0 / alpha) - (log_delta + jnp.log(alpha)) / (alpha - 1.0)
+        e = rho + log1p(-1.0 / alpha) - (log_delta + jnp.log(alpha)) / (alpha - 1.0)
         return jnp.where(jnp.isnan(e), jnp.inf, e)
 
     def step(_, state):
@@ -872,7 +873,7 @@ def _log_one_minus_q_plus_q_exp(q, y):
     """log(1 − q + q e^y) for q ∈ [0, 1], y ≥ 0 (inf allowed), without overflow or loss near y = 0."""
     small = y < 1.0
     near = jnp.log1p(q * jnp.expm1(jnp.where(small, y, 0.0)))
-    far = jnp.logaddexp(jnp.log1p(-q), jnp.log(q) + jnp.where(small, 1.0, y))
+    far = jnp.logaddexp(log1p(-q), jnp.log(q) + jnp.where(small, 1.0, y))
     return jnp.where(small, near, far)
 
 
@@ -882,7 +883,7 @@ def _subsampled_block(q, base_int, base_at, orders_key: tuple):
     orders = np.asarray(orders_key, dtype=np.float64)
     inside = (q > 0) & (q < 1)
     q_in = jnp.where(inside, q, 0.5)  # q = 0 and q = 1 are selected at the end
-    log_q, log_1mq = jnp.log(q_in)[:, None], jnp.log1p(-q_in)[:, None]
+    log_q, log_1mq = jnp.log(q_in)[:, None], log1p(-q_in)[:, None]
     n = base_int.shape[-1] + 1
     ell = np.arange(3, n + 1, dtype=np.float64)
     # A − 1 = Σ_{ℓ≥2} C(α,ℓ) q^ℓ (1−q)^{α−ℓ} (c_ℓ e^{(ℓ−1)ε(ℓ)} − 1), c_2 = 1, c_ℓ = 3 (ℓ ≥ 3): the ℓ = 0, 1
