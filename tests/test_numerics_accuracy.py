@@ -33,3 +33,25 @@ def test_log1mexp_is_within_two_and_a_half_ulps():
     with mp.workdps(200):  # 1 − e^x for x down to −316
         want = np.array([float(mp.log(-mp.expm1(mp.mpf(float(v))))) for v in x])
     assert _ulps(got, want).max() <= 2.5
+
+
+def test_log_normal_cdf_is_log_ndtr_above_minus_20_and_within_an_ulp_below():
+    """Above −20 the value is jax's log_ndtr(x, series_order=10) bit for bit (the curves' exactness tests pin
+    values that cancel to 1e-9, so a last-bit change there moves them); below, its 10-term asymptotic
+    series evaluated by Horner's rule, within about an ulp of mpmath."""
+    from jax.scipy.special import log_ndtr
+
+    from jaxpriv._numerics import log_normal_cdf
+
+    above = np.concatenate([np.linspace(-19.999, 40.0, 100_001), [-1.0, 0.0, 1.0, 8.0, 8.000001]])
+    below = -np.logspace(np.log10(20.0), 5, 2_000)
+    with float64():
+        ours = jax.jit(log_normal_cdf)
+        np.testing.assert_array_equal(np.asarray(ours(jnp.asarray(above))),
+                                      np.asarray(jax.jit(lambda x: log_ndtr(x, series_order=10))(jnp.asarray(above))))
+        got = np.asarray(ours(jnp.asarray(below)))
+        grad = np.asarray(jax.jit(jax.vmap(jax.grad(log_normal_cdf)))(jnp.asarray(np.r_[above[::997], below[::97]])))
+    with mp.workdps(40):
+        want = np.array([float(mp.log(mp.ncdf(mp.mpf(float(v))))) for v in below])
+    assert _ulps(got, want).max() <= 1.5
+    assert np.all(np.isfinite(grad)) and np.all(grad >= 0)
