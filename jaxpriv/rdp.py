@@ -909,6 +909,17 @@ def _to_log_delta(rdp, orders, epsilon):
     return jnp.where(invalid, jnp.nan, jnp.minimum(value, 0.0)), best
 
 
+# One compiled program per call shape, orders a runtime argument: evaluated op by op instead, a first call
+# compiled some thirty one-operation programs (0.1 s each).
+_to_epsilon_jit = jax.jit(to_epsilon_kernel, static_argnames=("conversion",))
+
+
+@jax.jit
+def _to_delta_jit(rdp, orders, epsilon):
+    log_delta, best = _to_log_delta(rdp, orders, epsilon)
+    return jnp.exp(log_delta), best
+
+
 def _check_curve(rdp, orders):
     orders = check_orders(orders)
     if is_concrete(rdp):
@@ -951,7 +962,7 @@ def to_epsilon(rdp, orders, delta, conversion: str = "improved"):
         rdp, orders = _check_curve(rdp, orders)
         delta = check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True, worse="down")
         check_broadcastable(rdp=rdp[..., 0], delta=delta)
-        return as_output(to_epsilon_kernel(rdp, orders, delta, conversion))
+        return as_output(_to_epsilon_jit(rdp, _orders_array(tuple(float(a) for a in orders)), delta, conversion))
 
 
 def to_delta(rdp, orders, epsilon):
@@ -979,8 +990,7 @@ def to_delta(rdp, orders, epsilon):
         rdp, orders = _check_curve(rdp, orders)
         epsilon = check_array("epsilon", epsilon, 0.0, np.inf, worse="down")
         check_broadcastable(rdp=rdp[..., 0], epsilon=epsilon)
-        log_delta, best = _to_log_delta(rdp, orders, epsilon)
-        return as_output((jnp.exp(log_delta), best))
+        return as_output(_to_delta_jit(rdp, _orders_array(tuple(float(a) for a in orders)), epsilon))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -995,7 +1005,26 @@ def dpsgd_epsilon_kernel(q, sigma, steps, delta, orders_key: tuple, conversion: 
     return to_epsilon_kernel(curve, orders, delta, conversion)
 
 
-dpsgd_epsilon_jit = jax.jit(dpsgd_epsilon_kernel, static_argnames=("orders_key", "conversion"))
+def _epsilon_of_steps(curve, steps, delta, orders, conversion: str = "improved"):
+    return to_epsilon_kernel(curve * steps[:, None], orders, delta, conversion)
+
+
+_epsilon_of_steps_jit = jax.jit(_epsilon_of_steps, static_argnames=("conversion",))
+
+
+@functools.lru_cache(maxsize=64)
+def _orders_array(orders_key: tuple):
+    """The orders as a float64 device array, made once (the programs below take them as a runtime argument)."""
+    with jax.enable_x64(True), jax.ensure_compile_time_eval():
+        return jax.device_put(np.asarray(orders_key, dtype=np.float64))
+
+
+def dpsgd_epsilon_jit(q, sigma, steps, delta, orders_key: tuple, conversion: str = "improved"):
+    """:func:`dpsgd_epsilon_kernel` as two compiled programs: the subsampled-Gaussian curve (the one every
+    caller of :func:`subsampled_gaussian_kernel` shares) and its T-fold conversion to ε (a few operations,
+    orders as a runtime argument). One fused program would compile the curve once more for every caller."""
+    curve = subsampled_gaussian_kernel(q, sigma, orders_key)
+    return _epsilon_of_steps_jit(curve, steps, delta, _orders_array(orders_key), conversion)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -1033,11 +1062,18 @@ def client_sampled(curve, client_rate, orders):
         return as_output(_client_sampled(curve, jnp.asarray(client_rate)[..., None], orders))
 
 
+def _two_stage_of_curve(curve, steps, client_rate, rounds, orders):
+    """ρ_FL from the one-step subsampled-Gaussian curve (B, K): T·log(1 − λ + λ e^{(α−1)τρ(α)})/(α−1)."""
+    return rounds[:, None] * _client_sampled(curve * steps[:, None], client_rate[:, None], orders)
+
+
+_two_stage_of_curve_jit = jax.jit(_two_stage_of_curve)
+
+
 def two_stage_curve_kernel(q, sigma, steps, client_rate, rounds, orders_key: tuple):
     """ρ_FL(α) = T·log(1 − λ + λ e^{(α−1)τρ(α)})/(α−1) for flat (B,) float64 inputs → (B, K)."""
-    orders = np.asarray(orders_key)
-    local = subsampled_gaussian_kernel(q, sigma, orders_key) * steps[:, None]
-    return rounds[:, None] * _client_sampled(local, client_rate[:, None], orders)
+    curve = subsampled_gaussian_kernel(q, sigma, orders_key)
+    return _two_stage_of_curve(curve, steps, client_rate, rounds, np.asarray(orders_key))
 
 
 def two_stage_epsilon_kernel(q, sigma, steps, client_rate, rounds, delta, orders_key: tuple):
@@ -1094,7 +1130,9 @@ def two_stage(q, sigma, steps, client_rate, rounds, orders):
         orders = check_orders(orders)
         shape = check_broadcastable(**args)
         flat = [jnp.broadcast_to(a, shape).reshape(-1) for a in args.values()]
-        curve = two_stage_curve_kernel(*flat, tuple(float(a) for a in orders))
+        key = tuple(float(a) for a in orders)
+        # two programs, as dpsgd_epsilon_jit: the shared curve, then the two-stage transform
+        curve = _two_stage_of_curve_jit(subsampled_gaussian_kernel(*flat[:2], key), *flat[2:], _orders_array(key))
         return as_output(curve.reshape(shape + (orders.size,)))
 
 #: Continuous refinement searches orders up to this value (the series length is fixed at trace time).
@@ -1117,21 +1155,20 @@ def _subsampled_gaussian_at(q, sigma, alpha):
     return jnp.where(q <= 0.0, 0.0, rho)
 
 
-def dpsgd_epsilon_refined_kernel(q, sigma, steps, delta, orders_key: tuple, iterations: int = 48):
-    """Grid ε, then a golden-section search for the best real order between the grid neighbours of the
-    best grid order (ε(α) is quasi-convex in α, MATH §1.8). Never worse than the grid: the smaller wins."""
-    orders = np.asarray(orders_key)
-    eps_grid, best = dpsgd_epsilon_kernel(q, sigma, steps, delta, orders_key)
-    position = jnp.searchsorted(jnp.asarray(orders), best)
-    lo = jnp.asarray(np.concatenate([[max(1.0 + 1e-6, orders[0] / 2 + 0.5)], orders]))[position]
-    hi = jnp.asarray(np.concatenate([orders[1:], [orders[-1]]]))[position]
+def _refine(q, sigma, steps, delta, eps_grid, best, orders, iterations: int):
+    """The golden-section search after the grid (see :func:`dpsgd_epsilon_refined_kernel`); ``orders`` the
+    sorted grid (an array: a runtime argument of its own program)."""
+    position = jnp.searchsorted(orders, best)
+    lo = jnp.concatenate([jnp.maximum(1.0 + 1e-6, orders[:1] / 2 + 0.5), orders])[position]
+    hi = jnp.concatenate([orders[1:], orders[-1:]])[position]
     hi = jnp.minimum(hi, REFINE_MAX_ORDER)
     lo = jnp.minimum(lo, hi)
     log_delta = jnp.log(delta)
 
-    def eps_at(alpha):
-        rho = steps * _subsampled_gaussian_at(q, sigma, alpha)
-        e = rho + log1p(-1.0 / alpha) - (log_delta + jnp.log(alpha)) / (alpha - 1.0)
+    def eps_at(alpha, rows=1):  # ε at one trial order per setting (rows stacked copies of the settings)
+        tile = lambda x: jnp.tile(x, rows)  # noqa: E731
+        rho = tile(steps) * _subsampled_gaussian_at(tile(q), tile(sigma), alpha)
+        e = rho + log1p(-1.0 / alpha) - (tile(log_delta) + jnp.log(alpha)) / (alpha - 1.0)
         return jnp.where(jnp.isnan(e), jnp.inf, e)
 
     def step(_, state):
@@ -1145,15 +1182,29 @@ def dpsgd_epsilon_refined_kernel(q, sigma, steps, delta, orders_key: tuple, iter
         return a, b, c_new, d_new, fc, fd
 
     c0, d0 = hi - _GOLDEN * (hi - lo), lo + _GOLDEN * (hi - lo)
-    state = (lo, hi, c0, d0, eps_at(c0), eps_at(d0))
-    _, _, c, d, fc, fd = jax.lax.fori_loop(0, iterations, step, state)
+    fc0, fd0 = jnp.split(eps_at(jnp.concatenate([c0, d0]), rows=2), 2)  # both start points, one evaluation
+    _, _, c, d, fc, fd = jax.lax.fori_loop(0, iterations, step, (lo, hi, c0, d0, fc0, fd0))
     alpha = jnp.where(fc <= fd, c, d)
     eps_ref = jnp.maximum(jnp.minimum(fc, fd), 0.0)
     use = (best <= REFINE_MAX_ORDER) & (eps_ref < eps_grid)
     return jnp.where(use, eps_ref, eps_grid), jnp.where(use, alpha, best)
 
 
-dpsgd_epsilon_refined_jit = jax.jit(dpsgd_epsilon_refined_kernel, static_argnames=("orders_key", "iterations"))
+_refine_jit = jax.jit(_refine, static_argnames=("iterations",))
+
+
+def dpsgd_epsilon_refined_kernel(q, sigma, steps, delta, orders_key: tuple, iterations: int = 48):
+    """Grid ε, then a golden-section search for the best real order between the grid neighbours of the
+    best grid order (ε(α) is quasi-convex in α, MATH §1.8). Never worse than the grid: the smaller wins."""
+    eps_grid, best = dpsgd_epsilon_kernel(q, sigma, steps, delta, orders_key)
+    return _refine(q, sigma, steps, delta, eps_grid, best, jnp.asarray(np.asarray(orders_key)), iterations)
+
+
+def dpsgd_epsilon_refined_jit(q, sigma, steps, delta, orders_key: tuple, iterations: int = 48):
+    """:func:`dpsgd_epsilon_refined_kernel` as the grid's two programs (:func:`dpsgd_epsilon_jit`) and the
+    search's own: the curve is not compiled a second time."""
+    eps_grid, best = dpsgd_epsilon_jit(q, sigma, steps, delta, orders_key)
+    return _refine_jit(q, sigma, steps, delta, eps_grid, best, _orders_array(tuple(orders_key)), iterations)
 
 
 # ----------------------------------------------------------------------------------------------------
