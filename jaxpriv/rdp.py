@@ -209,7 +209,19 @@ def _log_abs_binom(alpha, n: int, magnitude: bool = False):
     else:
         factors = up - down
     zeros = xp.zeros(alpha.shape + (1,))
-    return xp.concatenate([zeros, xp.cumsum(factors, axis=-1)], axis=-1)
+    return xp.concatenate([zeros, xp.cumsum(factors, axis=-1) if xp is np else _cumsum(factors)], axis=-1)
+
+
+def _cumsum(x, block: int = 16):
+    """Cumulative sum along the last axis as two small matrix products (within blocks of 16, then across
+    blocks): XLA compiles jnp.cumsum into a tree of some twenty reduce-window kernels per call."""
+    n = x.shape[-1]
+    pad = (-n) % block
+    x = jnp.concatenate([x, jnp.zeros(x.shape[:-1] + (pad,), x.dtype)], axis=-1) if pad else x
+    x = x.reshape(x.shape[:-1] + (-1, block))
+    within = x @ jnp.asarray(np.triu(np.ones((block, block))))
+    blocks = within[..., -1] @ jnp.asarray(np.triu(np.ones((x.shape[-2],) * 2), 1))  # sums of the blocks before
+    return (within + blocks[..., None]).reshape(x.shape[:-2] + (-1,))[..., :n]
 
 
 def _binom_sign(alpha, k):
@@ -1140,16 +1152,81 @@ REFINE_MAX_ORDER = 256.0
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
 
+def _log_am1_at(log_q, log_1mq, sigma, alpha, terms: int):
+    """log(A_α − 1) with one traced order per configuration (all (B,); α ≤ terms − 22): the arithmetic of
+    :func:`_log_am1_series`, each series in one contiguous row i = 0 … terms − 1 (head i ≤ ⌈α⌉, CVZ tail
+    ⌈α⌉ < i ≤ ⌈α⌉ + 20, the rest masked) and one log Φ for both rows and the corrections: no gathers, and a
+    program a fraction of the size (each log Φ call site is a large fusion)."""
+    a, ceil_a = alpha[:, None], jnp.ceil(alpha)[:, None]
+    i = jnp.arange(terms, dtype=jnp.float64)[None, :]
+    k = i - ceil_a - 1.0  # position in the CVZ tail
+    tail = (k >= 0.0) & (k < _CVZ_TERMS)
+    k_index = jnp.clip(k, 0, _CVZ_TERMS - 1).astype(jnp.int32)
+    w = _CVZ_WEIGHTS
+    # Tail = −Σ_k (−1)^k a_k (the first tail coefficient is negative); CVZ: Σ(−1)^k a_k ≈ Σ w_k a_k.
+    sign_series = jnp.where(tail, jnp.asarray(-np.sign(w))[k_index], 1.0)
+    log_coef = _log_abs_binom(alpha, terms) + jnp.where(tail, jnp.asarray(np.log(np.abs(w)))[k_index], 0.0)
+    mask1 = (i <= ceil_a) | tail
+    mask0 = mask1 & (i >= 2.0)  # part 0 starts at i = 2: i = 0, 1 are folded into the corrections
+    # log Φ at the lower shifts i, the upper shifts α − i and the corrections' four arguments, in one call
+    z0 = sigma**2 * (log_1mq - log_q) + 0.5
+    zc, sc, m = z0[:, None], sigma[:, None], a - i
+    args = jnp.concatenate([-((i - zc) / sc), (m - zc) / sc,
+                            jnp.stack([z0 / sigma, (z0 - 1.0) / sigma, -z0 / sigma, (1.0 - z0) / sigma], axis=1)], 1)
+    phi = log_normal_cdf(args)
+    lq, two_var = log_q[:, None], (2.0 * sigma**2)[:, None]
+    lower = i * lq + (i * i - i) / two_var + phi[:, :terms]
+    upper = m * lq + (m * m - m) / two_var + phi[:, terms : 2 * terms]
+    # the (1−q)^{α−m} factors: m = i in part 0 and m = α − i in part 1 (α − m = i exactly)
+    rest0, rest1 = (a - i) * log_1mq[:, None], i * log_1mq[:, None]
+    series0 = jnp.where(mask0, log_coef + lower + rest0, -jnp.inf)
+    series1 = jnp.where(mask1, log_coef + upper + rest1, -jnp.inf)
+
+    q = jnp.exp(log_q)
+    log_a = jnp.log(alpha)
+    corr = [
+        (jnp.log(_one_minus_q_pow_minus_linear(q, alpha)) + phi[:, -4], 1.0),
+        (log_a + log_q + jnp.log(-jnp.expm1((alpha - 1.0) * log_1mq)) + phi[:, -3], -1.0),
+        (jnp.log(jnp.abs(1.0 - alpha * q)) + phi[:, -2], -jnp.sign(1.0 - alpha * q)),
+        (log_a + log_q + phi[:, -1], -1.0),
+    ]
+    top = jnp.maximum(jnp.max(series0, axis=-1), jnp.max(series1, axis=-1))
+    for value, _ in corr:
+        top = jnp.maximum(top, value)
+    top = jnp.where(jnp.isfinite(top), top, 0.0)
+    scaled0, scaled1 = jnp.exp(series0 - top[:, None]), jnp.exp(series1 - top[:, None])
+    scaled = scaled0 + scaled1
+    pos = jnp.sum(jnp.where(sign_series > 0, scaled, 0.0), axis=-1)
+    neg = jnp.sum(jnp.where(sign_series < 0, scaled, 0.0), axis=-1)
+    for value, sgn in corr:
+        term = jnp.exp(value - top)
+        pos = pos + jnp.where(sgn > 0, term, 0.0)
+        neg = neg + jnp.where(sgn < 0, term, 0.0)
+    diff = pos - neg
+    # upward slack, as in _log_am1_series: 3 ulps of Σ|terms|, the CVZ bound of each tail (a_0 its first
+    # term, picked by a maximum: a gather's transpose breaks gradients with x64 off), 4 ulps of each term's size
+    first = lambda series: jnp.max(jnp.where(k == 0.0, series, -jnp.inf), axis=-1)  # noqa: E731
+    first_tail = jnp.logaddexp(first(series0), first(series1)) - float(np.log(np.abs(w[0])))
+    slack = jnp.logaddexp(_LOG_ROUNDING + top + jnp.log(pos + neg), _LOG_CVZ_ERROR + first_tail)
+    coef_size = _log_abs_binom(alpha, terms, magnitude=True)
+
+    def term_size(shift, exponent, rest):
+        linear, quad = shift * lq, (shift * shift - shift) / two_var
+        return jnp.abs(linear) + jnp.abs(quad) + jnp.abs(exponent - linear - quad) + jnp.abs(rest) + coef_size
+
+    sizes = (jnp.where(mask0, scaled0 * term_size(i, lower, rest0), 0.0)
+             + jnp.where(mask1, scaled1 * term_size(m, upper, rest1), 0.0))
+    finite = [(jnp.isfinite(v), jnp.where(jnp.isfinite(v), v, 0.0)) for v, _ in corr]  # log 0 = −inf: no term
+    term_error = jnp.sum(sizes, axis=-1) + sum(jnp.where(ok, jnp.exp(v - top) * jnp.abs(v), 0.0) for ok, v in finite)
+    slack = jnp.logaddexp(slack, math.log(4.0 * EPS64) + top + jnp.log(term_error))
+    return jnp.where(diff > 0, jnp.logaddexp(top + jnp.log(jnp.abs(diff)), slack), slack)
+
+
 def _subsampled_gaussian_at(q, sigma, alpha):
     """ρ(α) of the Poisson-subsampled Gaussian with a per-config, traced order α ∈ (1, REFINE_MAX_ORDER]."""
     inside = (q > 0) & (q < 1)
     q_in = jnp.where(inside, q, 0.5)
-    head = int(REFINE_MAX_ORDER) + 2
-
-    def one(lq, l1q, s, a):
-        return _log_am1_series(lq[None, None], l1q[None, None], s[None, None], a[None], head)[0, 0]
-
-    log_am1 = jax.vmap(one)(jnp.log(q_in), log1p(-q_in), sigma, alpha)
+    log_am1 = _log_am1_at(jnp.log(q_in), log1p(-q_in), sigma, alpha, int(REFINE_MAX_ORDER) + 2 + _CVZ_TERMS)
     rho = jax.nn.softplus(log_am1) / (alpha - 1.0)
     rho = jnp.where(q >= 1.0, alpha / (2.0 * sigma**2), rho)
     return jnp.where(q <= 0.0, 0.0, rho)
@@ -1165,25 +1242,26 @@ def _refine(q, sigma, steps, delta, eps_grid, best, orders, iterations: int):
     lo = jnp.minimum(lo, hi)
     log_delta = jnp.log(delta)
 
-    def eps_at(alpha, rows=1):  # ε at one trial order per setting (rows stacked copies of the settings)
-        tile = lambda x: jnp.tile(x, rows)  # noqa: E731
-        rho = tile(steps) * _subsampled_gaussian_at(tile(q), tile(sigma), alpha)
-        e = rho + log1p(-1.0 / alpha) - (tile(log_delta) + jnp.log(alpha)) / (alpha - 1.0)
+    def eps_at(alpha):
+        rho = steps * _subsampled_gaussian_at(q, sigma, alpha)
+        e = rho + log1p(-1.0 / alpha) - (log_delta + jnp.log(alpha)) / (alpha - 1.0)
         return jnp.where(jnp.isnan(e), jnp.inf, e)
 
-    def step(_, state):
+    def step(k, state):  # steps 0 and 1 evaluate the two start points: one copy of ε(α) in the program
         a, b, c, d, fc, fd = state
         left = fc <= fd  # the minimum lies in [a, d]
-        a, b = jnp.where(left, a, c), jnp.where(left, d, b)
-        c_new = jnp.where(left, b - _GOLDEN * (b - a), d)
-        d_new = jnp.where(left, c, a + _GOLDEN * (b - a))
-        f_new = eps_at(jnp.where(left, c_new, d_new))
-        fc, fd = jnp.where(left, f_new, fd), jnp.where(left, fc, f_new)
-        return a, b, c_new, d_new, fc, fd
+        a_new, b_new = jnp.where(left, a, c), jnp.where(left, d, b)
+        c_new = jnp.where(left, b_new - _GOLDEN * (b_new - a_new), d)
+        d_new = jnp.where(left, c, a_new + _GOLDEN * (b_new - a_new))
+        search = k >= 2
+        f = eps_at(jnp.where(search, jnp.where(left, c_new, d_new), jnp.where(k == 0, c, d)))
+        fc_new, fd_new = jnp.where(left, f, fd), jnp.where(left, fc, f)
+        pick = lambda new, old: jnp.where(search, new, old)  # noqa: E731
+        return (pick(a_new, a), pick(b_new, b), pick(c_new, c), pick(d_new, d),
+                jnp.where(search, fc_new, jnp.where(k == 0, f, fc)), jnp.where(search, fd_new, jnp.where(k == 1, f, fd)))
 
     c0, d0 = hi - _GOLDEN * (hi - lo), lo + _GOLDEN * (hi - lo)
-    fc0, fd0 = jnp.split(eps_at(jnp.concatenate([c0, d0]), rows=2), 2)  # both start points, one evaluation
-    _, _, c, d, fc, fd = jax.lax.fori_loop(0, iterations, step, (lo, hi, c0, d0, fc0, fd0))
+    _, _, c, d, fc, fd = jax.lax.fori_loop(0, iterations + 2, step, (lo, hi, c0, d0, c0, d0))
     alpha = jnp.where(fc <= fd, c, d)
     eps_ref = jnp.maximum(jnp.minimum(fc, fd), 0.0)
     use = (best <= REFINE_MAX_ORDER) & (eps_ref < eps_grid)
