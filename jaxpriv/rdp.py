@@ -243,113 +243,6 @@ def _one_minus_q_pow_minus_linear(q, alpha):
     return jnp.where(small, series, direct)
 
 
-def _series_exponent(log_q, log_1mq, sigma, shift, upper: bool):
-    """Log-weight of a series term with integral shift m, per config (leading axes of the configs
-    (N, 1) broadcast against ``shift``):
-
-    m log q + (m² − m)/(2σ²) + log Φ(±(m − z0)/σ)   (lower part: Φ((z0 − m)/σ)).
-
-    The term's (1−q)^{α−m} factor is added per order by the caller as (α − m)·log(1−q): written as
-    m (log q − log(1−q)) + α log(1−q) instead, two large pieces would cancel (q → 1) and their rounding
-    would dominate A_α − 1.
-    """
-    z0 = sigma**2 * (log_1mq - log_q) + 0.5
-    tail = (shift - z0) / sigma
-    return shift * log_q + (shift * shift - shift) / (2.0 * sigma**2) + log_normal_cdf(tail if upper else -tail)
-
-
-def _log_am1_series(log_q, log_1mq, sigma, alpha, head: int, lower=None, upper=None):
-    """log(A_α − 1) at any α > 1 by the signed series of Mironov-Talwar-Zhang (2019), §3.3.
-
-    The Gaussian integral is split at z₀ = σ² log(1/q − 1) + ½. Each part is a binomial series whose
-    coefficients are positive up to i = ⌈α⌉ (the "head", ``head`` ≥ ⌈α⌉ + 1 slots, masked beyond) and
-    alternate after it (the "tail", summed by CVZ acceleration, its error bound added upward).
-    Subtracting E[1 + αq(e^u − 1)] = 1 analytically (it cancels the i = 0, 1 terms of the first series)
-    leaves A_α − 1 as a sum of O(q²) pieces, so tiny q keeps full relative precision.
-
-    Part 0 (z ≤ z0), term i: C(α,i) (1−q)^{α−i} q^i e^{(i²−i)/(2σ²)} Φ((z0 − i)/σ).
-    Part 1 (z > z0), term j: C(α,j) q^{α−j} (1−q)^j e^{(m²−m)/(2σ²)} Φ((m − z0)/σ), m = α − j.
-
-    Shapes: log_q, log_1mq, sigma (N, 1); alpha (K,), numpy (concrete) or JAX (traced). ``lower`` and
-    ``upper`` are the terms' :func:`_series_exponent` at i and at α − i, shape (N, K, head + n); computed
-    here when not given (the concrete-orders kernel passes them precomputed from shared tables).
-    Returns (N, K).
-    """
-    xp = np if isinstance(alpha, np.ndarray) else jnp
-    ceil_a = xp.ceil(alpha)
-    i_head = xp.arange(head, dtype=np.float64)[None, :]
-    i_tail = ceil_a[:, None] + 1.0 + xp.arange(_CVZ_TERMS, dtype=np.float64)[None, :]
-    i_all = xp.concatenate([xp.broadcast_to(i_head, (alpha.shape[0], head)), i_tail], axis=-1)  # (K, T)
-    if lower is None:
-        cfg = (log_q[..., None], log_1mq[..., None], sigma[..., None])
-        lower = _series_exponent(*cfg, i_all, upper=False)
-        upper = _series_exponent(*cfg, alpha[:, None] - i_all, upper=True)
-    log_c = _log_abs_binom(alpha, head + _CVZ_TERMS)
-    log_c_all = xp.take_along_axis(log_c, i_all.astype(np.int32), axis=-1)
-    # Tail = −Σ_k (−1)^k a_k (the first tail coefficient is negative); CVZ: Σ(−1)^k a_k ≈ Σ w_k a_k.
-    w = _CVZ_WEIGHTS
-    sign_series = np.concatenate([np.ones(head), -np.sign(w)])
-    log_coef = log_c_all + np.concatenate([np.zeros(head), np.log(np.abs(w))])  # (K, T)
-    head_mask = i_head <= ceil_a[:, None]
-    # Part 0 starts at i = 2: i = 0, 1 are folded into the corrections.
-    mask0 = xp.concatenate([head_mask & (i_head >= 2), xp.ones(i_tail.shape, bool)], axis=-1)
-    mask1 = xp.concatenate([head_mask, xp.ones(i_tail.shape, bool)], axis=-1)
-    # the (1−q)^{α−m} factors: m = i in part 0 and m = α − i in part 1 (α − m = i exactly)
-    rest0 = (alpha[:, None] - i_all) * log_1mq[..., None]
-    rest1 = i_all * log_1mq[..., None]
-    series0 = jnp.where(mask0, log_coef + lower + rest0, -jnp.inf)
-    series1 = jnp.where(mask1, log_coef + upper + rest1, -jnp.inf)
-    # Materialise the terms once: otherwise XLA recomputes them inside each consumer (2x slower).
-    series0, series1 = jax.lax.optimization_barrier((series0, series1))
-
-    # Corrections (N, K): [(1−q)^α − 1 + αq] Φ(z0/σ) ≥ 0 and αq[(1−q)^{α−1} − 1] Φ((z0−1)/σ) ≤ 0
-    # (part 0); −(1−αq) Φ(−z0/σ) and −αq Φ((1−z0)/σ) (part 1).
-    z0 = sigma**2 * (log_1mq - log_q) + 0.5
-    q = jnp.exp(log_q)
-    log_a = jnp.log(alpha)
-    corr = [
-        (jnp.log(_one_minus_q_pow_minus_linear(q, alpha)) + log_normal_cdf(z0 / sigma), 1.0),
-        (log_a + log_q + jnp.log(-jnp.expm1((alpha - 1.0) * log_1mq)) + log_normal_cdf((z0 - 1.0) / sigma), -1.0),
-        (jnp.log(jnp.abs(1.0 - alpha * q)) + log_normal_cdf(-z0 / sigma), -jnp.sign(1.0 - alpha * q)),
-        (log_a + log_q + log_normal_cdf((1.0 - z0) / sigma), -1.0),
-    ]
-    # Signed sum with one exp per term, relative to the largest term.
-    top = jnp.maximum(jnp.max(series0, axis=-1), jnp.max(series1, axis=-1))
-    for value, _ in corr:
-        top = jnp.maximum(top, value)
-    top = jnp.where(jnp.isfinite(top), top, 0.0)
-    scaled0, scaled1 = jnp.exp(series0 - top[..., None]), jnp.exp(series1 - top[..., None])
-    scaled = scaled0 + scaled1
-    pos = jnp.sum(jnp.where(sign_series > 0, scaled, 0.0), axis=-1)
-    neg = jnp.sum(jnp.where(sign_series < 0, scaled, 0.0), axis=-1)
-    for value, sgn in corr:
-        term = jnp.exp(value - top)
-        pos = pos + jnp.where(sgn > 0, term, 0.0)
-        neg = neg + jnp.where(sgn < 0, term, 0.0)
-    diff = pos - neg
-    # Upward slack: rounding of the signed sum (3 ulp of Σ|terms|; the largest error seen is 1.4 ulp) and the CVZ truncation bound
-    # 2 a_0 / (3+√8)^n for each tail (a_0 is its first term).
-    first_tail = jnp.logaddexp(series0[..., head], series1[..., head]) - float(np.log(np.abs(w[0])))
-    slack = jnp.logaddexp(_LOG_ROUNDING + top + jnp.log(pos + neg), _LOG_CVZ_ERROR + first_tail)
-    # … and each term's own rounding: its log is a sum of five pieces (m log q, (m²−m)/2σ², log Φ,
-    # log|C(α, i)|, (α−m) log(1−q)), each within an ulp, and four additions (half an ulp of the partial sums
-    # each), so the term is off by at most 4 ulps of their magnitude (relative; its exp's own rounding is in
-    # the 3 ulps above).
-    log_q3, two_var = log_q[..., None], (2.0 * sigma**2)[..., None]
-    coef_size = xp.take_along_axis(_log_abs_binom(alpha, head + _CVZ_TERMS, magnitude=True), i_all.astype(np.int32), -1)
-
-    def term_size(shift, exponent, rest):
-        linear, quad = shift * log_q3, (shift * shift - shift) / two_var
-        return jnp.abs(linear) + jnp.abs(quad) + jnp.abs(exponent - linear - quad) + jnp.abs(rest) + coef_size
-
-    sizes = (jnp.where(mask0, scaled0 * term_size(i_all, lower, rest0), 0.0)
-             + jnp.where(mask1, scaled1 * term_size(alpha[:, None] - i_all, upper, rest1), 0.0))
-    finite = [(jnp.isfinite(v), jnp.where(jnp.isfinite(v), v, 0.0)) for v, _ in corr]  # log 0 = −inf: no term
-    term_error = jnp.sum(sizes, axis=-1) + sum(jnp.where(ok, jnp.exp(v - top) * jnp.abs(v), 0.0) for ok, v in finite)
-    slack = jnp.logaddexp(slack, math.log(4.0 * EPS64) + top + jnp.log(term_error))
-    return jnp.where(diff > 0, jnp.logaddexp(top + jnp.log(jnp.abs(diff)), slack), slack)
-
-
 @functools.lru_cache(maxsize=None)
 def _log_binomial_row(alpha: int) -> np.ndarray:
     """log C(α, i) for i = 0..α, each within ~2 ulps: the binomials are exact Python integers (the
@@ -415,7 +308,7 @@ _CPU_BLOCK = 128
 #   i log q + (i² − i)/(2σ²) + log Φ((z0 − i)/σ), t = α − i;
 # * fractional α, part 1: the same coefficient at j, E(m) = the upper exponent at m = α − j = f + r
 #   (f = α − ⌊α⌋, r = ⌊α⌋ − j) with log Φ((m − z0)/σ), t = j;
-# plus, for fractional α, the four corrections of :func:`_log_am1_series`.
+# plus, for fractional α, the four corrections of :func:`_log_am1_at`.
 # E depends on the configuration only through (q, σ), so it is tabulated once per configuration: the
 # integer table over i = 0, 1, …; the lower table over i; one upper row per distinct fractional part f,
 # over r = −21, −20, … . Each order's terms read a *prefix* of one table row (i = 0…α; i = 0…⌊α⌋+21;
@@ -428,7 +321,7 @@ _CPU_BLOCK = 128
 # :func:`_bucket`). log Φ and log expm1 have one call site each, over the whole table.
 #
 # The arithmetic of each term, of the corrections and of the error allowances (MATH §0.1) is that of
-# :func:`_log_am1_series` and :func:`_log_am1_binomial`, which evaluate one order at a time: 3 ulps of
+# :func:`_log_am1_at` and :func:`_log_am1_binomial`, which evaluate one order at a time: 3 ulps of
 # Σ|terms| for the rounding of a signed sum and 4 ulps of each term's size (the magnitudes its log is
 # summed from) for the term's own, plus the CVZ truncation bound (fractional orders); 8 ulps of the
 # weighted size (integer orders). The values agree with theirs up to the order of the additions: within
@@ -566,7 +459,7 @@ def _curve_plan(orders_key: tuple) -> _CurvePlan:
     for dest in (coef, size, sign, rest):
         dest.extend(np.zeros((pad, _SLAB)))
     allow = np.zeros((len(slots), 2))
-    allow[:n_frac_chunks] = (3.0, 4.0)  # as in _log_am1_series: 3 ulps of each term for the sum, 4 of its size
+    allow[:n_frac_chunks] = (3.0, 4.0)  # as in _log_am1_at: 3 ulps of each term for the sum, 4 of its size
     allow[n_frac_chunks : len(slots) - pad] = (0.0, 8.0)  # as in _log_am1_binomial: 8 ulps of its size
     flat_coef, flat_rest = np.asarray(coef).reshape(-1), np.asarray(rest).reshape(-1)
     tail_row = np.asarray(slabs)[first_tail // _SLAB] * _SLAB + first_tail % _SLAB
@@ -627,7 +520,7 @@ def _materialise(x):
 
 def _curve_config(q, sigma):
     """Per-configuration scalars (5, N): log q, log(1 − q), z0 = σ² log((1 − q)/q) + ½, 2σ², q (again, from
-    its log, as the corrections of _log_am1_series take it); 0 < q < 1 (q = 0 and q = 1 are exact limits,
+    its log, as the corrections of _log_am1_at take it); 0 < q < 1 (q = 0 and q = 1 are exact limits,
     selected at the end)."""
     q_in = jnp.where((q > 0) & (q < 1), q, 0.5)
     log_q, log_1mq = jnp.log(q_in), log1p(-q_in)
@@ -660,7 +553,7 @@ def _max_rows(x):
 def _curve_block(q, sigma, plan: _CurvePlan):
     """ρ at the plan's slots → (K, N) for configurations q, σ of shape (N,) (configurations last). See the
     comment above :data:`_SLAB`; the arithmetic of each term, the corrections and the error allowances are
-    those of :func:`_log_am1_series` and :func:`_log_am1_binomial`.
+    those of :func:`_log_am1_at` and :func:`_log_am1_binomial`.
 
     The terms are visited one chunk (_SLAB terms × N configurations) at a time, in two loops: the largest
     term of each order, then the exps and their sums, each accumulated into its order's row (chunks are
@@ -728,7 +621,7 @@ def _curve_block(q, sigma, plan: _CurvePlan):
 
     sums = jax.lax.fori_loop(0, plan.chunk_slot.shape[0], sums, jnp.zeros((ks, 3, n)))
 
-    # fractional orders: the signed sum and its upward slack (as in _log_am1_series): 3 ulps of Σ|terms| for
+    # fractional orders: the signed sum and its upward slack (as in _log_am1_at): 3 ulps of Σ|terms| for
     # the rounding of the sum, 4 ulps of each term's size for its own rounding, and the CVZ truncation bound
     top_f = top[:kf]
     pos, neg, allowance = sums[:kf, 0], sums[:kf, 1], sums[:kf, 2]
@@ -1153,10 +1046,24 @@ _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
 
 def _log_am1_at(log_q, log_1mq, sigma, alpha, terms: int):
-    """log(A_α − 1) with one traced order per configuration (all (B,); α ≤ terms − 22): the arithmetic of
-    :func:`_log_am1_series`, each series in one contiguous row i = 0 … terms − 1 (head i ≤ ⌈α⌉, CVZ tail
-    ⌈α⌉ < i ≤ ⌈α⌉ + 20, the rest masked) and one log Φ for both rows and the corrections: no gathers, and a
-    program a fraction of the size (each log Φ call site is a large fusion)."""
+    """log(A_α − 1) by the signed series of Mironov-Talwar-Zhang (2019), §3.3, with one traced order per
+    configuration (all (B,); α ≤ terms − 22). The reference arithmetic for one order at a time, which the
+    grid kernel (:func:`_curve_block`) follows term by term.
+
+    The Gaussian integral is split at z₀ = σ² log(1/q − 1) + ½. Each part is a binomial series whose
+    coefficients are positive up to i = ⌈α⌉ (the "head") and alternate after it (the "tail", summed by CVZ
+    acceleration, its error bound added upward). Subtracting E[1 + αq(e^u − 1)] = 1 analytically (it
+    cancels the i = 0, 1 terms of the first series; the four corrections below) leaves A_α − 1 as a sum
+    of O(q²) pieces, so tiny q keeps full relative precision.
+
+    Part 0 (z ≤ z0), term i: C(α,i) (1−q)^{α−i} q^i e^{(i²−i)/(2σ²)} Φ((z0 − i)/σ).
+    Part 1 (z > z0), term j: C(α,j) q^{α−j} (1−q)^j e^{(m²−m)/(2σ²)} Φ((m − z0)/σ), m = α − j.
+
+    The (1−q)^{α−m} factor is added as (α − m)·log(1−q): written as m (log q − log(1−q)) + α log(1−q)
+    instead, two large pieces would cancel (q → 1) and their rounding would dominate A_α − 1. Each series
+    is one contiguous row i = 0 … terms − 1 (head i ≤ ⌈α⌉, tail ⌈α⌉ < i ≤ ⌈α⌉ + 20, the rest masked), and
+    one log Φ call serves both rows and the corrections: no gathers, and a small program (each log Φ call
+    site is a large fusion)."""
     a, ceil_a = alpha[:, None], jnp.ceil(alpha)[:, None]
     i = jnp.arange(terms, dtype=jnp.float64)[None, :]
     k = i - ceil_a - 1.0  # position in the CVZ tail
@@ -1203,11 +1110,16 @@ def _log_am1_at(log_q, log_1mq, sigma, alpha, terms: int):
         pos = pos + jnp.where(sgn > 0, term, 0.0)
         neg = neg + jnp.where(sgn < 0, term, 0.0)
     diff = pos - neg
-    # upward slack, as in _log_am1_series: 3 ulps of Σ|terms|, the CVZ bound of each tail (a_0 its first
-    # term, picked by a maximum: a gather's transpose breaks gradients with x64 off), 4 ulps of each term's size
+    # Upward slack: rounding of the signed sum (3 ulps of Σ|terms|; the largest error seen is 1.4 ulp) and the
+    # CVZ truncation bound 2 a_0 / (3+√8)^n of each tail (a_0 its first term, picked by a maximum: a gather's
+    # transpose breaks gradients with x64 off) …
     first = lambda series: jnp.max(jnp.where(k == 0.0, series, -jnp.inf), axis=-1)  # noqa: E731
     first_tail = jnp.logaddexp(first(series0), first(series1)) - float(np.log(np.abs(w[0])))
     slack = jnp.logaddexp(_LOG_ROUNDING + top + jnp.log(pos + neg), _LOG_CVZ_ERROR + first_tail)
+    # … and each term's own rounding: its log is a sum of five pieces (m log q, (m²−m)/2σ², log Φ,
+    # log|C(α, i)|, (α−m) log(1−q)), each within an ulp, and four additions (half an ulp of the partial sums
+    # each), so the term is off by at most 4 ulps of their magnitude (relative; its exp's own rounding is in
+    # the 3 ulps above).
     coef_size = _log_abs_binom(alpha, terms, magnitude=True)
 
     def term_size(shift, exponent, rest):
