@@ -679,12 +679,21 @@ def _curve_jvp(primals, tangents):
 _curve_jit = jax.jit(_curve)
 
 
-def subsampled_gaussian_kernel(q, sigma, orders_key: tuple):
+def curve_tables(orders_key: tuple):
+    """The order-dependent tables of :func:`subsampled_gaussian_kernel` for ``orders_key`` (a pytree of
+    float64 and int32 device arrays, made once per grid). A program of the caller's own that traces the
+    kernels (a root finder, a sweep) can take them as an argument and pass them on as ``tables=``: they
+    then stay runtime data of that program instead of ~0.5 MB of constants compiled into it."""
+    return _curve_plan_arrays(tuple(orders_key))
+
+
+def subsampled_gaussian_kernel(q, sigma, orders_key: tuple, tables=None):
     """ρ(α) of the Poisson-subsampled Gaussian; q, σ of shape (N,) and static orders → (N, K).
 
     One compiled program serves every grid whose sizes round to the same buckets (:func:`_curve_plan`):
-    the orders enter as runtime tables. Inside a caller's trace it is inlined there."""
-    return _curve_jit(q, sigma, _curve_plan_arrays(tuple(orders_key)))
+    the orders enter as runtime tables (``tables``: :func:`curve_tables`, looked up when not given).
+    Inside a caller's trace it is inlined there."""
+    return _curve_jit(q, sigma, curve_tables(orders_key) if tables is None else tables)
 
 
 def _subsampled_gaussian(q, sigma, orders: np.ndarray):
@@ -903,10 +912,11 @@ def to_delta(rdp, orders, epsilon):
 # ----------------------------------------------------------------------------------------------------
 
 
-def dpsgd_epsilon_kernel(q, sigma, steps, delta, orders_key: tuple, conversion: str = "improved"):
-    """(ε, best order) of T-fold Poisson-subsampled Gaussian; flat (B,) float64 arrays, no validation."""
+def dpsgd_epsilon_kernel(q, sigma, steps, delta, orders_key: tuple, conversion: str = "improved", tables=None):
+    """(ε, best order) of T-fold Poisson-subsampled Gaussian; flat (B,) float64 arrays, no validation;
+    ``tables`` as in :func:`subsampled_gaussian_kernel`."""
     orders = np.asarray(orders_key)
-    curve = subsampled_gaussian_kernel(q, sigma, orders_key) * steps[:, None]
+    curve = subsampled_gaussian_kernel(q, sigma, orders_key, tables) * steps[:, None]
     return to_epsilon_kernel(curve, orders, delta, conversion)
 
 
@@ -975,15 +985,16 @@ def _two_stage_of_curve(curve, steps, client_rate, rounds, orders):
 _two_stage_of_curve_jit = jax.jit(_two_stage_of_curve)
 
 
-def two_stage_curve_kernel(q, sigma, steps, client_rate, rounds, orders_key: tuple):
-    """ρ_FL(α) = T·log(1 − λ + λ e^{(α−1)τρ(α)})/(α−1) for flat (B,) float64 inputs → (B, K)."""
-    curve = subsampled_gaussian_kernel(q, sigma, orders_key)
+def two_stage_curve_kernel(q, sigma, steps, client_rate, rounds, orders_key: tuple, tables=None):
+    """ρ_FL(α) = T·log(1 − λ + λ e^{(α−1)τρ(α)})/(α−1) for flat (B,) float64 inputs → (B, K); ``tables`` as
+    in :func:`subsampled_gaussian_kernel`."""
+    curve = subsampled_gaussian_kernel(q, sigma, orders_key, tables)
     return _two_stage_of_curve(curve, steps, client_rate, rounds, np.asarray(orders_key))
 
 
-def two_stage_epsilon_kernel(q, sigma, steps, client_rate, rounds, delta, orders_key: tuple):
+def two_stage_epsilon_kernel(q, sigma, steps, client_rate, rounds, delta, orders_key: tuple, tables=None):
     """(ε, best order) of rPDP-FL two-stage sampling; flat (B,) float64 arrays, no validation."""
-    curve = two_stage_curve_kernel(q, sigma, steps, client_rate, rounds, orders_key)
+    curve = two_stage_curve_kernel(q, sigma, steps, client_rate, rounds, orders_key, tables)
     return to_epsilon_kernel(curve, np.asarray(orders_key), delta)
 
 
