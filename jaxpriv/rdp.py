@@ -540,6 +540,32 @@ def _curve_table(cfg, sigma, plan: _CurvePlan):
     return _materialise(jnp.concatenate([integer, exponent, log_phi[-4:]]))
 
 
+#: None: loops over the chunks on the CPU, all chunks at once elsewhere; True/False forces one (tests)
+_CURVE_LOOPS = None
+
+
+def _chunk_terms(entry, coef, sign, rest, log_1mq):
+    """The log of each term of chunks (..., _SLAB): coefficient + table entry + t·log(1 − q); −inf off the
+    terms. ``entry`` (..., _SLAB, N)."""
+    return jnp.where((sign != 0)[..., None], coef[..., None] + entry + rest[..., None] * log_1mq, -jnp.inf)
+
+
+def _chunk_sums(terms, entry, top, shift, quad_on, coef_size, sign, rest, allow, log_q, log_1mq, two_var):
+    """Σ e over the positive and the negative terms of chunks (..., _SLAB), and Σ e·(a + b·size), with
+    e = exp(term − top) → (..., 3, N). A term's size, the scale of its rounding: the magnitudes its log is
+    summed from (coefficient, s log q, (s² − s)/(2σ²), log Φ or log expm1, t log(1 − q))."""
+    e = jnp.exp(terms - top[..., None, :])
+    s = shift[..., None]
+    linear = s * log_q
+    quad = quad_on[..., None] * ((s * s - s) / two_var)
+    rest_part = jnp.where(jnp.isfinite(entry), entry - linear - quad, 0.0)
+    size = (coef_size[..., None] + jnp.abs(linear) + jnp.abs(quad) + jnp.abs(rest_part)
+            + jnp.abs(rest)[..., None] * jnp.abs(log_1mq))
+    weight = allow[..., 0][..., None, None] + allow[..., 1][..., None, None] * size
+    return jnp.stack([jnp.sum(jnp.where(sign[..., None] > 0, e, 0.0), axis=-2),
+                      jnp.sum(jnp.where(sign[..., None] < 0, e, 0.0), axis=-2), jnp.sum(e * weight, axis=-2)], axis=-2)
+
+
 def _max_rows(x):
     """The largest of the rows of one chunk (_SLAB, N) → (N,), pairwise (its value does not depend on the
     order). XLA's reduction kernel costs a few µs per call on a narrow batch, more than the work, and this
@@ -558,27 +584,35 @@ def _curve_block(q, sigma, plan: _CurvePlan):
     The terms are visited one chunk (_SLAB terms × N configurations) at a time, in two loops: the largest
     term of each order, then the exps and their sums, each accumulated into its order's row (chunks are
     sorted by order, so each row sums its chunks in order). A chunk reads its table slab by a dynamic index,
-    a contiguous block: a gather of all chunks at once costs XLA 2-4 ns per term for the indexing alone
-    (more than the exp), and its (chunks, _SLAB, N) intermediates outgrow the caches."""
+    a contiguous block: on the CPU a gather of all chunks at once costs XLA 2-4 ns per term for the indexing
+    alone (more than the exp), and its (chunks, _SLAB, N) intermediates outgrow the caches. An accelerator
+    does take all chunks at once (gathers, segment reductions; the same values, bit for bit, on the CPU):
+    there a loop step costs more than its work."""
     kf, ks, n = plan.frac_alpha.shape[0], plan.slot_alpha.shape[0], q.shape[0]
     cfg = _curve_config(q, sigma)
     log_q, log_1mq, two_var, q_back = cfg[0], cfg[1], cfg[3], cfg[4]
     table = _curve_table(cfg, sigma, plan)
     slabs = table[:-4].reshape(-1, _SLAB, n)
 
-    def chunk(k):  # chunk k: its slot, the table entries it reads, and the log of each of its terms
-        at = lambda x: jax.lax.dynamic_index_in_dim(x, k, keepdims=False)  # noqa: E731
-        slab, sign, rest = at(plan.chunk_slab), at(plan.sign), at(plan.rest)
+    chunks = (plan.chunk_slab, plan.chunk_slot, plan.coef, plan.coef_size, plan.sign, plan.rest, plan.chunk_allow)
+    looped = _CURVE_LOOPS if _CURVE_LOOPS is not None else jax.default_backend() == "cpu"
+
+    def chunk(k):  # chunk k: its data, the table entries it reads, and the log of each of its terms
+        slab, slot, coef, coef_size, sign, rest, allow = (jax.lax.dynamic_index_in_dim(x, k, keepdims=False) for x in chunks)
         entry = jax.lax.dynamic_index_in_dim(slabs, slab, keepdims=False)
-        terms = jnp.where((sign != 0)[:, None], at(plan.coef)[:, None] + entry + rest[:, None] * log_1mq, -jnp.inf)
-        return at(plan.chunk_slot), slab, sign, rest, entry, terms
+        return slab, slot, coef_size, sign, rest, allow, entry, _chunk_terms(entry, coef, sign, rest, log_1mq)
 
-    def largest(k, top):
-        slot, *_, terms = chunk(k)
-        row = jax.lax.dynamic_index_in_dim(top, slot, keepdims=False)
-        return jax.lax.dynamic_update_index_in_dim(top, jnp.maximum(row, _max_rows(terms)), slot, 0)
+    if looped:
+        def largest(k, top):
+            _, slot, *_, terms = chunk(k)
+            row = jax.lax.dynamic_index_in_dim(top, slot, keepdims=False)
+            return jax.lax.dynamic_update_index_in_dim(top, jnp.maximum(row, _max_rows(terms)), slot, 0)
 
-    top = jax.lax.fori_loop(0, plan.chunk_slot.shape[0], largest, jnp.full((ks, n), -jnp.inf))
+        top = jax.lax.fori_loop(0, plan.chunk_slot.shape[0], largest, jnp.full((ks, n), -jnp.inf))
+    else:  # all chunks at once (an accelerator: gathers are cheap there, and a loop's steps are not)
+        entries = slabs[plan.chunk_slab]
+        terms = _chunk_terms(entries, plan.coef, plan.sign, plan.rest, log_1mq)
+        top = jax.ops.segment_max(jnp.max(terms, axis=-2), plan.chunk_slot, num_segments=ks, indices_are_sorted=True)
 
     # corrections of the fractional orders (KF, N): [(1−q)^α − 1 + αq] Φ(z0/σ) ≥ 0, αq[(1−q)^{α−1} − 1]
     # Φ((z0−1)/σ) ≤ 0 (part 0); −(1−αq) Φ(−z0/σ), −αq Φ((1−z0)/σ) (part 1)
@@ -603,23 +637,23 @@ def _curve_block(q, sigma, plan: _CurvePlan):
     top = jnp.concatenate([top_f, top[kf:]])
     top = jnp.where(jnp.isfinite(top), top, 0.0)
 
-    def sums(k, acc):  # adds Σ sign·e and Σ e·(a + b·size) over chunk k to its slot, e = exp(term − top)
-        slot, slab, sign, rest, entry, terms = chunk(k)
-        e = jnp.exp(terms - jax.lax.dynamic_index_in_dim(top, slot))
-        # each term's rounding scale: the magnitudes it is summed from (coefficient, s log q, (s² − s)/(2σ²),
-        # log Φ or log expm1, t log(1 − q))
-        s = jax.lax.dynamic_index_in_dim(plan.slab_shift, slab, keepdims=False)[:, None]
-        linear = s * log_q
-        quad = jax.lax.dynamic_index_in_dim(plan.slab_quad, slab, keepdims=False)[:, None] * ((s * s - s) / two_var)
-        rest_part = jnp.where(jnp.isfinite(entry), entry - linear - quad, 0.0)
-        size = (jax.lax.dynamic_index_in_dim(plan.coef_size, k, keepdims=False)[:, None] + jnp.abs(linear)
-                + jnp.abs(quad) + jnp.abs(rest_part) + jnp.abs(rest)[:, None] * jnp.abs(log_1mq))
-        allow = jax.lax.dynamic_index_in_dim(plan.chunk_allow, k, keepdims=False)
-        add = jnp.stack([jnp.sum(jnp.where(sign[:, None] > 0, e, 0.0), axis=0), jnp.sum(jnp.where(sign[:, None] < 0, e, 0.0), axis=0),
-                         jnp.sum(e * (allow[0] + allow[1] * size), axis=0)])
-        return jax.lax.dynamic_update_index_in_dim(acc, jax.lax.dynamic_index_in_dim(acc, slot, keepdims=False) + add, slot, 0)
+    def sums(slab, coef_size, sign, rest, allow, entry, terms, top_row):
+        return _chunk_sums(terms, entry, top_row, plan.slab_shift[slab], plan.slab_quad[slab], coef_size, sign, rest,
+                           allow, log_q, log_1mq, two_var)
 
-    sums = jax.lax.fori_loop(0, plan.chunk_slot.shape[0], sums, jnp.zeros((ks, 3, n)))
+    if looped:
+        def add(k, acc):  # adds chunk k's sums to its order's row
+            slab, slot, coef_size, sign, rest, allow, entry, terms = chunk(k)
+            row = jax.lax.dynamic_index_in_dim(acc, slot, keepdims=False)
+            top_row = jax.lax.dynamic_index_in_dim(top, slot, keepdims=False)
+            return jax.lax.dynamic_update_index_in_dim(
+                acc, row + sums(slab, coef_size, sign, rest, allow, entry, terms, top_row), slot, 0)
+
+        sums = jax.lax.fori_loop(0, plan.chunk_slot.shape[0], add, jnp.zeros((ks, 3, n)))
+    else:
+        sums = sums(plan.chunk_slab, plan.coef_size, plan.sign, plan.rest, plan.chunk_allow, entries, terms,
+                    top[plan.chunk_slot])
+        sums = jax.ops.segment_sum(sums, plan.chunk_slot, num_segments=ks, indices_are_sorted=True)
 
     # fractional orders: the signed sum and its upward slack (as in _log_am1_at): 3 ulps of Σ|terms| for
     # the rounding of the sum, 4 ulps of each term's size for its own rounding, and the CVZ truncation bound
