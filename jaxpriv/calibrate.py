@@ -38,16 +38,20 @@ def orders_key(orders) -> tuple:
 # --------------------------------------------------------------------------------------------------
 
 
-def _eps(q, sigma, steps, delta, orders_key):
-    return rdp.dpsgd_epsilon_kernel(q, sigma, steps, delta, orders_key)[0]
+# The root finders take the exact curve's order tables (rdp.curve_tables) as an argument: passed to the
+# jitted solvers they stay runtime data, not half a megabyte of constants compiled into every solver.
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(4,))
-def _sigma_core(target, q, steps, delta, orders_key):
+def _eps(q, sigma, steps, delta, orders_key, tables):
+    return rdp.dpsgd_epsilon_kernel(q, sigma, steps, delta, orders_key, tables=tables)[0]
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(5,))
+def _sigma_core(target, q, steps, delta, tables, orders_key):
     log_target = jnp.log(target)
 
     def gap(log_sigma):  # > 0 while σ is too small
-        return jnp.log(_eps(q, jnp.exp(log_sigma), steps, delta, orders_key)) - log_target
+        return jnp.log(_eps(q, jnp.exp(log_sigma), steps, delta, orders_key, tables)) - log_target
 
     log_sigma, found = solve_monotone(gap, jnp.zeros_like(target))
     # 1e-12 of headroom: a separately compiled ε evaluation may differ from the solver's by an ulp.
@@ -56,10 +60,10 @@ def _sigma_core(target, q, steps, delta, orders_key):
 
 @_sigma_core.defjvp
 def _sigma_core_jvp(orders_key, primals, tangents):
-    target, q, steps, delta = primals
-    d_target, d_q, d_steps, d_delta = tangents
-    sigma = _sigma_core(target, q, steps, delta, orders_key)
-    f = lambda s, q_, t_, d_: _eps(q_, s, t_, d_, orders_key)
+    target, q, steps, delta, tables = primals
+    d_target, d_q, d_steps, d_delta, _ = tangents  # the tables are constants of the problem
+    sigma = _sigma_core(target, q, steps, delta, tables, orders_key)
+    f = lambda s, q_, t_, d_: _eps(q_, s, t_, d_, orders_key, tables)
     zero = jnp.zeros_like(sigma)
     _, d_eps_d_sigma = jax.jvp(f, (sigma, q, steps, delta), (jnp.ones_like(sigma), zero, zero, zero))
     _, d_eps_other = jax.jvp(f, (sigma, q, steps, delta), (zero, d_q, d_steps, d_delta))
@@ -68,7 +72,7 @@ def _sigma_core_jvp(orders_key, primals, tangents):
     return sigma, jnp.where(jnp.isfinite(sigma) & (d_eps_d_sigma != 0), d_sigma, 0.0)
 
 
-_sigma_jit = jax.jit(_sigma_core, static_argnums=(4,))
+_sigma_jit = jax.jit(_sigma_core, static_argnums=(5,))
 
 
 def _validated(**named):
@@ -125,7 +129,8 @@ def _sigma_table(targets, params, key, rtol, chunk_size, progress):
     root (in practice within ~1e-7: the interpolation error is O(rtol²)), at one ε evaluation per target
     plus the table. None when the smallest target cannot be met (the exact solve then reports it).
     """
-    ends = np.asarray(_sigma_jit(jnp.asarray([targets.max(), targets.min()]), *[jnp.full(2, p) for p in params], key))
+    ends = np.asarray(_sigma_jit(jnp.asarray([targets.max(), targets.min()]), *[jnp.full(2, p) for p in params],
+                                 rdp.curve_tables(key), key))
     s_lo, s_hi = float(ends[0]), float(ends[1])
     if not np.isfinite(s_hi):
         return None
@@ -214,7 +219,8 @@ def noise_multiplier(target_epsilon, q, steps, delta, *, orders=None, accountant
                 table = _sigma_table(distinct, params, key, table_rtol, chunk_size, progress)
                 sigma = None if table is None else as_output(table[inverse].reshape(shape))
         if sigma is None:
-            sigma = run_batched(lambda *xs: _sigma_jit(*xs, key), shape, arrays, chunk_size, progress, "calibrating σ")
+            sigma = run_batched(lambda *xs: _sigma_jit(*xs, rdp.curve_tables(key), key), shape, arrays, chunk_size,
+                                progress, "calibrating σ")
         _warn_unattainable(sigma, "σ")
         return sigma
 
@@ -224,20 +230,20 @@ def noise_multiplier(target_epsilon, q, steps, delta, *, orders=None, accountant
 # --------------------------------------------------------------------------------------------------
 
 
-def _eps_two_stage(q, sigma, steps, client_rate, rounds, delta, orders_key):
-    return rdp.two_stage_epsilon_kernel(q, sigma, steps, client_rate, rounds, delta, orders_key)[0]
+def _eps_two_stage(q, sigma, steps, client_rate, rounds, delta, orders_key, tables):
+    return rdp.two_stage_epsilon_kernel(q, sigma, steps, client_rate, rounds, delta, orders_key, tables)[0]
 
 
-def _eps_for_rate(q, sigma, steps, client_rate, rounds, delta, orders_key, two_stage):
+def _eps_for_rate(q, sigma, steps, client_rate, rounds, delta, tables, orders_key, two_stage):
     if two_stage:
-        return _eps_two_stage(q, sigma, steps, client_rate, rounds, delta, orders_key)
-    return _eps(q, sigma, steps, delta, orders_key)  # DP-SGD: client_rate and rounds are unused
+        return _eps_two_stage(q, sigma, steps, client_rate, rounds, delta, orders_key, tables)
+    return _eps(q, sigma, steps, delta, orders_key, tables)  # DP-SGD: client_rate and rounds are unused
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(6, 7))
-def _rate_core(target, sigma, steps, client_rate, rounds, delta, orders_key, two_stage):
+@functools.partial(jax.custom_jvp, nondiff_argnums=(7, 8))
+def _rate_core(target, sigma, steps, client_rate, rounds, delta, tables, orders_key, two_stage):
     log_target = jnp.log(target)
-    eps = functools.partial(_eps_for_rate, orders_key=orders_key, two_stage=two_stage)
+    eps = functools.partial(_eps_for_rate, tables=tables, orders_key=orders_key, two_stage=two_stage)
     full = eps(jnp.ones_like(target), sigma, steps, client_rate, rounds, delta)
 
     def gap(neg_log_q):  # > 0 while q is too large; searched in −log q so that "larger is safer"
@@ -251,10 +257,10 @@ def _rate_core(target, sigma, steps, client_rate, rounds, delta, orders_key, two
 
 @_rate_core.defjvp
 def _rate_core_jvp(orders_key, two_stage, primals, tangents):
-    target, *params = primals
-    d_target, *d_params = tangents
-    q = _rate_core(target, *params, orders_key, two_stage)
-    f = functools.partial(_eps_for_rate, orders_key=orders_key, two_stage=two_stage)
+    target, *params, tables = primals
+    d_target, *d_params, _ = tangents  # the tables are constants of the problem
+    q = _rate_core(target, *params, tables, orders_key, two_stage)
+    f = functools.partial(_eps_for_rate, tables=tables, orders_key=orders_key, two_stage=two_stage)
     zero = jnp.zeros_like(q)
     _, d_eps_d_q = jax.jvp(f, (q, *params), (jnp.ones_like(q), *[zero] * len(params)))
     _, d_eps_other = jax.jvp(f, (q, *params), (zero, *d_params))
@@ -262,8 +268,8 @@ def _rate_core_jvp(orders_key, two_stage, primals, tangents):
     return q, jnp.where(interior, (d_target - d_eps_other) / d_eps_d_q, 0.0)
 
 
-_rate_jit = jax.jit(_rate_core, static_argnums=(6, 7))
-_eps_for_rate_jit = jax.jit(_eps_for_rate, static_argnums=(6, 7))
+_rate_jit = jax.jit(_rate_core, static_argnums=(7, 8))
+_eps_for_rate_jit = jax.jit(_eps_for_rate, static_argnums=(7, 8))
 
 
 def _rate_table(targets, params, key, two_stage, rtol, chunk_size, progress):
@@ -275,7 +281,7 @@ def _rate_table(targets, params, key, two_stage, rtol, chunk_size, progress):
     below the root.
     """
     ends = np.asarray(_rate_jit(jnp.asarray([targets.min(), targets.max()]),
-                                *[jnp.full(2, p) for p in params], key, two_stage))
+                                *[jnp.full(2, p) for p in params], rdp.curve_tables(key), key, two_stage))
     q_lo, q_hi = float(ends[0]), float(ends[1])
     if q_lo <= 0.0:  # some target is below what the orders can certify: no table can start there
         return None
@@ -283,7 +289,8 @@ def _rate_table(targets, params, key, two_stage, rtol, chunk_size, progress):
     grid = np.geomspace(q_lo, q_hi, size)
     grid[0], grid[-1] = q_lo, q_hi
     shared = [np.asarray([p], dtype=np.float64) for p in params]
-    (eps_grid,) = map_chunked(lambda q, *ps: (_eps_for_rate_jit(q, *ps, key, two_stage),), [grid, *shared],
+    (eps_grid,) = map_chunked(lambda q, *ps: (_eps_for_rate_jit(q, *ps, rdp.curve_tables(key), key, two_stage),),
+                              [grid, *shared],
                               chunk_size=chunk_size, progress=progress, description="tabulating ε(q)")
     eps_grid = np.maximum.accumulate(eps_grid)  # a rounding wobble can only move the table up: safe
     index = np.searchsorted(eps_grid, targets, side="right") - 1
@@ -362,10 +369,11 @@ def sampling_rate(target_epsilon, sigma, steps, delta, *, rounds=None, client_ra
                 q = _rate_table(distinct, params, key, two_stage, table_rtol, chunk_size, progress)
             if q is None:  # equal budgets share one solve
                 shared = [np.full(distinct.shape, p) for p in params]
-                q = np.asarray(run_batched(lambda *xs: _rate_jit(*xs, key, two_stage), distinct.shape,
+                q = np.asarray(run_batched(lambda *xs: _rate_jit(*xs, rdp.curve_tables(key), key, two_stage), distinct.shape,
                                            [distinct, *shared], chunk_size, progress, "calibrating q"))
             return as_output(q[inverse].reshape(shape))
-        return run_batched(lambda *xs: _rate_jit(*xs, key, two_stage), shape, arrays, chunk_size, progress,
+        return run_batched(lambda *xs: _rate_jit(*xs, rdp.curve_tables(key), key, two_stage), shape, arrays, chunk_size,
+                           progress,
                     "calibrating q")
 
 
@@ -374,11 +382,11 @@ def sampling_rate(target_epsilon, sigma, steps, delta, *, rounds=None, client_ra
 # --------------------------------------------------------------------------------------------------
 
 
-def _steps_kernel(target, q, sigma, delta, orders_key):
+def _steps_kernel(target, q, sigma, delta, tables, orders_key):
     """Largest integer T with ε(T) ≤ target. The RDP of T steps is T·ρ₁(α), so each order gives its own
     largest T in closed form; the best order wins, and a final check absorbs rounding."""
     orders = np.asarray(orders_key)
-    rho1 = rdp.subsampled_gaussian_kernel(q, sigma, orders_key)  # (B, K)
+    rho1 = rdp.subsampled_gaussian_kernel(q, sigma, orders_key, tables)  # (B, K)
     log_delta = jnp.log(delta)[:, None]
     offset = jnp.log1p(-1.0 / orders) - (log_delta + jnp.log(orders)) / (orders - 1.0)
     per_order = jnp.floor((target[:, None] - offset) / rho1)
@@ -394,7 +402,7 @@ def _steps_kernel(target, q, sigma, delta, orders_key):
     return jnp.where(eps > target, 0.0, jnp.maximum(best, 0.0))  # never return an overspending T
 
 
-_steps_jit = jax.jit(_steps_kernel, static_argnums=(4,))
+_steps_jit = jax.jit(_steps_kernel, static_argnums=(5,))
 
 
 def steps(target_epsilon, q, sigma, delta, *, orders=None, accountant="rdp", chunk_size=None, progress=None):
@@ -431,7 +439,8 @@ def steps(target_epsilon, q, sigma, delta, *, orders=None, accountant="rdp", chu
                            shape, arrays, (1.0, 1e9), accountant, 0.0, chunk_size, progress, xtol=1e-9)
             return np.floor(t)
         key = orders_key(orders)
-        return run_batched(lambda *xs: _steps_jit(*xs, key), shape, arrays, chunk_size, progress, "calibrating T")
+        return run_batched(lambda *xs: _steps_jit(*xs, rdp.curve_tables(key), key), shape, arrays, chunk_size, progress,
+                           "calibrating T")
 
 
 def _by_events(family, shape, arrays, bounds, accountant, unattainable, chunk_size, progress, delta_index=3,
