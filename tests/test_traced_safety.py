@@ -9,6 +9,7 @@ required): the valid row must not be NaN and every invalid row must be NaN (or t
 argument is made invalid in its first element, and the answer must be NaN at least where it feeds.
 """
 
+import functools
 import math
 
 import jax
@@ -21,8 +22,13 @@ from jaxpriv import _numerics, accounting, calibrate, events, fdp, rdp
 from jaxpriv.mechanisms import clip_laplace, gaussian, laplace, randomized_response, staircase
 from jaxpriv.shuffle import bounds, clones
 
+#: The orders of every curve and every DP-SGD ε here, whose assertions (NaN for an invalid traced input, float32
+#: inputs taken at their pessimistic end) hold on any grid: a short one keeps each program small. One
+#: fractional order, so the fractional-order kernel is traced too. (The default grid is checked against
+#: dp_accounting and mpmath in test_rdp.py, test_rdp_subsampled.py and test_accountant.py.)
 ORDERS = np.array([1.5, 2.0, 8.0, 32.0])
 INTEGER_ORDERS = np.array([2.0, 3.0, 8.0, 32.0])
+RDP_ACCOUNTANT = accounting.RDP(orders=tuple(ORDERS))
 
 
 class Number(float):
@@ -45,12 +51,12 @@ CALLS = {
     "rdp.to_delta": (rdp.to_delta, dict(rdp=np.array([0.1, 0.2, 0.5, 2.0]), orders=ORDERS, epsilon=1.0)),
     "rdp.two_stage": (rdp.two_stage, dict(q=0.05, sigma=1.1, steps=5.0, client_rate=0.5, rounds=20.0,
                                           orders=ORDERS)),
-    "dpsgd_epsilon": (jaxpriv.dpsgd_epsilon, dict(q=0.01, sigma=1.1, steps=1000.0, delta=1e-5)),
+    "dpsgd_epsilon": (jaxpriv.dpsgd_epsilon, dict(q=0.01, sigma=1.1, steps=1000.0, delta=1e-5, orders=ORDERS)),
     "calibrate.noise_multiplier": (calibrate.noise_multiplier, dict(target_epsilon=2.0, q=0.01, steps=1000.0,
-                                                                     delta=1e-5)),
+                                                                     delta=1e-5, orders=ORDERS)),
     "calibrate.sampling_rate": (calibrate.sampling_rate, dict(target_epsilon=2.0, sigma=1.1, steps=1000.0,
-                                                               delta=1e-5)),
-    "calibrate.steps": (calibrate.steps, dict(target_epsilon=2.0, q=0.01, sigma=1.1, delta=1e-5)),
+                                                               delta=1e-5, orders=ORDERS)),
+    "calibrate.steps": (calibrate.steps, dict(target_epsilon=2.0, q=0.01, sigma=1.1, delta=1e-5, orders=ORDERS)),
     "shuffle.fmt22_closed_form": (bounds.fmt22_closed_form, dict(eps0=1.0, n=1000.0, delta=1e-6)),
     "shuffle.erlingsson19": (bounds.erlingsson19, dict(eps0=0.5, n=1000.0, delta=1e-6)),
     "shuffle.girgis_rdp": (bounds.girgis_rdp, dict(eps0=1.0, n=1000.0, orders=INTEGER_ORDERS)),
@@ -120,10 +126,10 @@ CALLS = {
                                                dict(x=np.array([0.0, 1.0, 2.0]), epsilon=1.0, k=3)),
     # the accounting interface, with the event's numbers traced
     "accounting.epsilon (rdp)": (lambda q, sigma, steps, delta: accounting.epsilon(
-        events.SelfComposed(events.PoissonSampled(q, events.Gaussian(sigma)), steps), delta, accountant="rdp"),
-        dict(q=0.01, sigma=1.1, steps=100.0, delta=1e-5)),
+        events.SelfComposed(events.PoissonSampled(q, events.Gaussian(sigma)), steps), delta,
+        accountant=RDP_ACCOUNTANT), dict(q=0.01, sigma=1.1, steps=100.0, delta=1e-5)),
     "accounting.delta (rdp)": (lambda scale, epsilon: accounting.delta(events.Laplace(scale), epsilon,
-                                                                       accountant="rdp"),
+                                                                       accountant=RDP_ACCOUNTANT),
                                dict(scale=1.1, epsilon=1.0)),
 }
 
@@ -195,14 +201,14 @@ def test_invalid_traced_arguments_give_nan(fn, kwargs):
         valid = np.asarray(kwargs[arg], dtype=np.float64)
         # an array argument is made invalid in its first element
         rows = [valid] + [np.where(np.arange(valid.size).reshape(valid.shape) == 0, v, valid) for v in bad]
-        values = jnp.asarray(np.stack(rows), dtype=jnp.float32)
+        values = np.stack(rows).astype(np.float32)  # built in numpy: no eager program per shape
         if not _refuses_tracing(fn, kwargs, arg, values):
             cases[arg] = (bad, values)
     if not cases:
         return
     owners = [(arg, i) for arg, (_, values) in cases.items() for i in range(len(values))]
-    batch = {a: jnp.stack([cases[arg][1][i] if a == arg else jnp.asarray(kwargs[a], jnp.float32)
-                           for arg, i in owners]) for a in cases}
+    batch = {a: np.stack([cases[arg][1][i] if a == arg else np.asarray(kwargs[a], np.float32)
+                          for arg, i in owners]) for a in cases}
     out = jax.jit(jax.vmap(lambda b: fn(**{**kwargs, **b})))(batch)
     for leaf in jax.tree_util.tree_leaves(out):
         leaf = np.asarray(leaf, dtype=np.float64).reshape(len(owners), -1)
@@ -228,6 +234,12 @@ def _inside(v, lo, hi, lo_open, hi_open, integer, allow_inf) -> bool:
 # --------------------------------------------------------------------------------------------------
 
 
+# DP-SGD's ε and its calibrators on the short grid (ORDERS)
+dpsgd_epsilon = functools.partial(jaxpriv.dpsgd_epsilon, orders=ORDERS)
+noise_multiplier = functools.partial(calibrate.noise_multiplier, orders=ORDERS)
+sampling_rate = functools.partial(calibrate.sampling_rate, orders=ORDERS)
+
+
 def _random_settings(n=100, seed=0):
     rng = np.random.default_rng(seed)
     return (10 ** rng.uniform(-3, np.log10(0.2), n), rng.uniform(0.5, 5.0, n),
@@ -237,24 +249,24 @@ def _random_settings(n=100, seed=0):
 def test_float32_inputs_under_jit_never_give_a_smaller_epsilon(monkeypatch):
     assert not jax.config.jax_enable_x64  # the caller's setting in this suite: jit rounds inputs to float32
     q, sigma, steps, delta = _random_settings()
-    exact = np.asarray(jaxpriv.dpsgd_epsilon(q, sigma, steps, delta))  # at the caller's float64 values
+    exact = np.asarray(dpsgd_epsilon(q, sigma, steps, delta))  # at the caller's float64 values
     monkeypatch.setattr(_numerics, "_warned_float32", False)
     with pytest.warns(UserWarning, match="pessimistic end of its rounding interval"):
-        traced = np.asarray(jax.jit(jaxpriv.dpsgd_epsilon)(q, sigma, steps, delta))
+        traced = np.asarray(jax.jit(dpsgd_epsilon)(q, sigma, steps, delta))
     assert (traced >= exact).all()
     assert (traced <= exact * (1 + 1e-5)).all()  # and only by the rounding, not more
 
 
 def test_float32_calibration_under_jit_stays_on_the_safe_side():
     q, sigma, steps, delta = _random_settings(40, seed=1)
-    target = np.asarray(jaxpriv.dpsgd_epsilon(q, sigma, steps, delta))  # a reachable target per setting
-    exact_sigma = np.asarray(calibrate.noise_multiplier(target, q, steps, delta))
-    traced_sigma = np.asarray(jax.jit(calibrate.noise_multiplier)(target, q, steps, delta))
+    target = np.asarray(dpsgd_epsilon(q, sigma, steps, delta))  # a reachable target per setting
+    exact_sigma = np.asarray(noise_multiplier(target, q, steps, delta))
+    traced_sigma = np.asarray(jax.jit(noise_multiplier)(target, q, steps, delta))
     assert (traced_sigma >= exact_sigma).all()
-    exact_q = np.asarray(calibrate.sampling_rate(target, sigma, steps, delta))
-    traced_q = np.asarray(jax.jit(calibrate.sampling_rate)(target, sigma, steps, delta))
+    exact_q = np.asarray(sampling_rate(target, sigma, steps, delta))
+    traced_q = np.asarray(jax.jit(sampling_rate)(target, sigma, steps, delta))
     assert (traced_q <= exact_q).all()
-    assert (np.asarray(jaxpriv.dpsgd_epsilon(q, traced_sigma, steps, delta)) <= target).all()
+    assert (np.asarray(dpsgd_epsilon(q, traced_sigma, steps, delta)) <= target).all()
 
 
 def test_float32_mechanism_and_shuffle_bounds_under_jit_are_conservative():
@@ -271,14 +283,14 @@ def test_python_floats_under_jit_are_conservative_too():
     """A Python float passed to jit is a weak-typed float32 there: it is moved to its pessimistic end too."""
     q, sigma, steps, delta = _random_settings(20, seed=3)
     for args in zip(q.tolist(), sigma.tolist(), steps.tolist(), delta.tolist()):
-        assert float(jax.jit(jaxpriv.dpsgd_epsilon)(*args)) >= float(jaxpriv.dpsgd_epsilon(*args))
-    target = float(jaxpriv.dpsgd_epsilon(0.01, 1.3, 1000.0, 1e-5))
-    s = float(jax.jit(calibrate.noise_multiplier)(target, 0.01, 1000.0, 1e-5))
-    assert float(jaxpriv.dpsgd_epsilon(0.01, s, 1000.0, 1e-5)) <= target
+        assert float(jax.jit(dpsgd_epsilon)(*args)) >= float(dpsgd_epsilon(*args))
+    target = float(dpsgd_epsilon(0.01, 1.3, 1000.0, 1e-5))
+    s = float(jax.jit(noise_multiplier)(target, 0.01, 1000.0, 1e-5))
+    assert float(dpsgd_epsilon(0.01, s, 1000.0, 1e-5)) <= target
 
 
 def test_gradients_with_float32_inputs_still_work():
-    grad = jax.grad(lambda s: jaxpriv.dpsgd_epsilon(0.01, s, 1000.0, 1e-5))(jnp.float32(1.1))
+    grad = jax.grad(lambda s: dpsgd_epsilon(0.01, s, 1000.0, 1e-5))(jnp.float32(1.1))
     assert np.isfinite(grad) and grad < 0
 
 
@@ -298,6 +310,7 @@ def test_a_batch_masks_only_the_invalid_rows_of_a_curve():
 def test_calibrate_derivative_is_zero_at_a_bound_and_for_an_unmet_target():
     family = lambda s: events.SelfComposed(events.PoissonSampled(0.01, events.Gaussian(s)), 1000)  # noqa: E731
     with jax.enable_x64(True):
-        at_bound = jax.grad(lambda t: calibrate.calibrate(family, t, 1e-5, bounds=(0.5, 50.0), accountant="rdp"))(500.0)
-        unmet = jax.grad(lambda t: calibrate.calibrate(family, t, 1e-5, bounds=(0.5, 50.0), accountant="rdp"))(1e-6)
+        solve = lambda t: calibrate.calibrate(family, t, 1e-5, bounds=(0.5, 50.0), accountant=RDP_ACCOUNTANT)  # noqa: E731
+        at_bound = jax.grad(solve)(500.0)
+        unmet = jax.grad(solve)(1e-6)
     assert float(at_bound) == 0.0 and float(unmet) == 0.0
