@@ -381,54 +381,92 @@ def _fp_allowance(nodes, eps, l2_terms, reachable):
     return 8.0 * _U * math.log2(nodes.shape[0]) * jnp.sqrt(jnp.sum(w * w)) * l2_terms
 
 
+def _delta_at_nodes(pmf, h):
+    """δ at every node ℓ_j of a discrete PLD on a uniform grid, approximately (for a starting guess):
+    Σ_{k>j} p_k (1 − e^{−(k−j)h}) = S1_{j+1} − E_j with E_j = Σ_{m≥1} p_{j+m} e^{−mh}, the discounted suffix
+    sums taken in blocks of 128 nodes (e^{±128h} stays finite) and carried between blocks by a short scan."""
+    N = pmf.shape[0]
+    B = min(128, N)
+    blocks = pmf.reshape(-1, B)
+    m = jnp.arange(B, dtype=jnp.float64)
+    # L[b, i] = Σ_{i' ≥ i} p[b, i'] e^{−(i' − i)h}, via e^{−i'h} / e^{−ih} within the block
+    local = jnp.cumsum((blocks * jnp.exp(-m * h))[:, ::-1], axis=1)[:, ::-1] * jnp.exp(jnp.minimum(m * h, 700.0))
+    decay = jnp.exp(-B * h)
+
+    def carry(after, block):  # G_b = L[b, 0] + e^{−Bh} G_{b+1}: the blocks' suffix sums, from the top
+        return block[0] + decay * after, after
+
+    _, beyond = jax.lax.scan(carry, jnp.float64(0.0), local, reverse=True)  # G_{b+1} for each block b
+    discounted = local + beyond[:, None] * jnp.exp(-(B - m) * h)  # Σ_{k ≥ j} p_k e^{−(k−j)h}
+    e = jnp.append(discounted.reshape(-1)[1:], 0.0) * jnp.exp(-h)  # E_j: from k = j + 1
+    s1 = jnp.append(jnp.cumsum(pmf[::-1])[::-1][1:], 0.0)  # S1_{j+1}
+    return s1 - e
+
+
 def _certified(pmf, nodes, target, extra, l2_terms, reachable, upper):
     """``upper``: the smallest ε found with δ(ε) + extra + allowances ≤ target (inf if none); else the
     largest ε found with δ(ε') − extra − allowances > target just below it (so, δ being non-increasing, for
     every ε' < ε, and the true ε is at least it; −inf if none). Every answer is checked by a direct sum
     with its rounding bound and the FFT allowance at that ε, on the safe side.
 
-    The node where the condition changes is found by bisection over direct sums, then the crossing inside
-    its interval in closed form (δ(ε) = S1 − e^{ε−ℓ_j}·S2 there, with both allowances taken at the
-    interval's left end, where they are largest) and checked; if the check fails, the node itself is the
-    answer. All of it is one loop over one direct sum (its body is compiled once), and one function serves
-    both ends, vmapped over the two sides."""
+    The node where the condition changes is searched by direct sums from a guess (δ at every node by
+    suffix sums, :func:`_delta_at_nodes`): steps doubling away from the guess until the condition
+    changes, then bisection; then the crossing inside its interval in closed form (δ(ε) = S1 − e^{ε−ℓ_j}·S2
+    there, with both allowances taken at the interval's left end, where they are largest) and checked; if
+    the check fails, the node itself is the answer. A good guess needs a handful of direct sums, a wrong one
+    only more. One loop over one direct sum (its body compiled once); one function for both ends, vmapped
+    over the two sides."""
     N = nodes.shape[0]
     budget = target - jnp.where(upper, extra, -extra)
     sign = jnp.where(upper, 1.0, -1.0)
-    steps = math.ceil(math.log2(N + 1)) + 1  # bisection; then the crossing's room, then its check
     k = jnp.arange(N)
+    h = nodes[1] - nodes[0]
+    guess = jnp.argmax(jnp.append(_delta_at_nodes(pmf, h) <= budget, True)).astype(jnp.int32)
 
-    def body(i, state):
-        lo, hi, crossing, ok = state
-        mid = (lo + hi) // 2
-        first = jnp.where(upper, hi, hi - 1)  # after the bisection: j, the answer's node
-        right = jnp.clip(jnp.where(upper, first, first + 1), 0, N - 1)  # the answer's interval's right node
-        left = jnp.where(right > 0, nodes[jnp.maximum(right - 1, 0)], nodes[0] - 1.0)
-        point = jnp.where(i < steps, nodes[jnp.minimum(mid, N - 1)], jnp.where(i == steps, left, crossing))
-        at = jnp.where(upper | (i == steps), point, point - 1e-12 * (1.0 + jnp.abs(point)))  # lower: just below
+    def check(point, shifted):  # the condition at ε = point: passes(), and the allowance there
+        at = jnp.where(shifted, point - 1e-12 * (1.0 + jnp.abs(point)), point)  # the lower end: just below
         weights = -jnp.expm1(jnp.minimum(at - nodes, 0.0))
         terms = jnp.where(nodes > at, pmf * weights, 0.0)
         w = jnp.where(reachable & (nodes > at), weights, 0.0)
         d = jnp.sum(terms)
         allowance = (4.0 * _U * math.log2(N) * jnp.sum(jnp.abs(terms))
                      + 8.0 * _U * math.log2(N) * jnp.sqrt(jnp.sum(w * w)) * l2_terms)
-        passes = jnp.where(upper, d + allowance <= budget, d - allowance > budget)
-        flip = passes == upper
-        lo = jnp.where((i < steps) & ~flip, mid + 1, lo)
-        hi = jnp.where((i < steps) & flip, mid, hi)
-        # at i == steps: the crossing in (left, right] (upper) or [left, right) (lower), both allowances
-        # falling with ε, so their value at `left` holds across the interval
-        s1 = jnp.sum(jnp.where(k >= right, pmf, 0.0))
-        s2 = jnp.sum(jnp.where(k >= right, pmf * jnp.exp(jnp.minimum(nodes[right] - nodes, 0.0)), 0.0))
-        room = budget - sign * allowance
-        new = nodes[right] + jnp.log(jnp.maximum(s1 - room, 1e-300)) - jnp.log(jnp.maximum(s2, 1e-300))
-        new = jnp.clip(new + sign * 1e-12 * jnp.abs(new), jnp.where(right > 0, left, -jnp.inf), nodes[right])
-        crossing = jnp.where(i == steps, new, crossing)
-        ok = jnp.where(i == steps + 1, passes, ok)
-        return lo, hi, crossing, ok
+        return jnp.where(upper, d + allowance <= budget, d - allowance > budget), allowance
 
-    lo, hi, crossing, ok = jax.lax.fori_loop(0, steps + 2, body, (jnp.int32(0), jnp.int32(N), 0.0, False))
-    j = jnp.where(upper, hi, hi - 1)
+    # the first node j with flips(j) = (passes at ℓ_j) == upper, flips(N) = True, on (lo, hi]; phases: 0 the
+    # guess, 1 doubling down, 2 doubling up, 3 bisection, 4 found
+    def search(state):
+        phase, lo, hi, step = state
+        probe = jnp.where(phase == 0, guess, jnp.where(phase == 1, hi - step, jnp.where(phase == 2, lo + step,
+                                                                                        (lo + hi) // 2)))
+        passes, _ = check(nodes[jnp.clip(probe, 0, N - 1)], ~upper)
+        flips = jnp.where((probe >= 0) & (probe < N), passes == upper, probe >= N)
+        lo, hi = jnp.where(flips, lo, probe), jnp.where(flips, probe, hi)
+        phase = jnp.where(phase == 0, jnp.where(flips, 1, 2),
+                          jnp.where(((phase == 1) & ~flips) | ((phase == 2) & flips), 3, phase))
+        phase = jnp.where((phase == 1) & (hi <= 0), 3, phase)  # nothing below the grid to double into
+        return jnp.where((phase == 3) & (hi - lo <= 1), 4, phase), lo, hi, step * 2
+
+    state = (jnp.int32(0), jnp.int32(-1), jnp.int32(N), jnp.int32(1))
+    _, lo, hi, _ = jax.lax.while_loop(lambda s: s[0] < 4, search, state)
+    j = jnp.where(upper, hi, hi - 1)  # upper: (ℓ_{j−1}, ℓ_j] holds the answer; lower: [ℓ_j, ℓ_{j+1})
+    right = jnp.clip(jnp.where(upper, j, j + 1), 0, N - 1)
+    left = jnp.where(right > 0, nodes[jnp.maximum(right - 1, 0)], nodes[0] - 1.0)
+
+    def finish(i, state):  # i = 0: the allowance at `left` and the crossing; i = 1: the crossing's check
+        crossing, ok = state
+        passes, allowance = check(jnp.where(i == 0, left, crossing), ~upper & (i == 1))
+
+        def solve(_):  # both allowances fall with ε: their value at `left` holds across the interval
+            s1 = jnp.sum(jnp.where(k >= right, pmf, 0.0))
+            s2 = jnp.sum(jnp.where(k >= right, pmf * jnp.exp(jnp.minimum(nodes[right] - nodes, 0.0)), 0.0))
+            room = budget - sign * allowance
+            new = nodes[right] + jnp.log(jnp.maximum(s1 - room, 1e-300)) - jnp.log(jnp.maximum(s2, 1e-300))
+            return jnp.clip(new + sign * 1e-12 * jnp.abs(new), jnp.where(right > 0, left, -jnp.inf), nodes[right])
+
+        return jax.lax.cond(i == 0, solve, lambda _: crossing, None), jnp.where(i == 1, passes, ok)
+
+    crossing, ok = jax.lax.fori_loop(0, 2, finish, (0.0, False))
     found = jnp.where(upper, j < N, j >= 0)
     inside = jnp.where(upper, True, j < N - 1)  # a lower end past the top node stays at it
     answer = jnp.where(inside & ok, crossing, nodes[jnp.clip(j, 0, N - 1)])
