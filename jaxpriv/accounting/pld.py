@@ -46,8 +46,11 @@ __all__ = ["MAX_GRID", "MIN_GRID", "SPACING", "INTERVAL_TOLERANCE", "interval", 
 
 #: default grid spacing h, in standard deviations of one step's loss (see the module docstring)
 SPACING = 0.1
-#: smallest and largest composed grids (powers of two); wider windows get a coarser h (still certified)
-MIN_GRID, MAX_GRID = 1 << 12, 1 << 22
+#: smallest and largest composed grids (powers of two); wider windows get a coarser h (still certified).
+#: The smallest is what most DP-SGD questions need (2¹³–2¹⁶ at h = SPACING·sd): a single question then
+#: reuses one compiled program (or one on disk) whatever its numbers, at the price of a finer h than
+#: needed, and ~2x the run time, for the batched settings below it
+MIN_GRID, MAX_GRID = 1 << 15, 1 << 22
 #: default relative width of the certified interval asked by ``epsilon_interval``/``delta_interval``
 INTERVAL_TOLERANCE = 0.01
 #: the window leaves at most this much composed mass outside on each side (added to δ as a bound)
