@@ -42,7 +42,7 @@ from .. import events as ev
 from .._batching import batch_sharding, power_of_two, static_size, to_devices, to_host
 from . import client_sampled, pld_grid, shuffled
 
-__all__ = ["MAX_GRID", "MIN_GRID", "SPACING", "INTERVAL_TOLERANCE", "interval", "supported"]
+__all__ = ["MAX_GRID", "MIN_GRID", "MIN_TABLE_GRID", "SPACING", "INTERVAL_TOLERANCE", "interval", "supported"]
 
 #: default grid spacing h, in standard deviations of one step's loss (see the module docstring)
 SPACING = 0.1
@@ -51,6 +51,9 @@ SPACING = 0.1
 #: reuses one compiled program (or one on disk) whatever its numbers, at the price of a finer h than
 #: needed, and ~2x the run time, for the batched settings below it
 MIN_GRID, MAX_GRID = 1 << 15, 1 << 22
+#: the smallest grid for events with steps held as tables (shuffled clone counts, client mixtures), whose
+#: every node costs a table's width: there the run time, not the compilation, is what a small grid saves
+MIN_TABLE_GRID = 1 << 12
 #: default relative width of the certified interval asked by ``epsilon_interval``/``delta_interval``
 INTERVAL_TOLERANCE = 0.01
 #: the window leaves at most this much composed mass outside on each side (added to δ as a bound)
@@ -250,6 +253,8 @@ def _plan(rows, counts, add, h_req, lattice):
     """Pass 1 and the host plan for every row: the grid spacing h, the grid size N, each step's first node,
     the composed window (placed by Chernoff bounds on the steps' MGFs) and the λ that bound its tails."""
     probes = _probe(rows, add)
+    tables = any(shuffled.elements(e, 1) + client_sampled.elements(e, 1) for e in rows)
+    smallest = MIN_TABLE_GRID if tables else MIN_GRID
     lo = np.stack([p[:, 0] for p in probes], -1)  # (R, C)
     hi = np.stack([p[:, 1] for p in probes], -1)
     log_mgf = sum(counts[:, c:c + 1] * p[:, 2:2 + _LAMBDAS.size] for c, p in enumerate(probes))
@@ -270,7 +275,7 @@ def _plan(rows, counts, add, h_req, lattice):
         cut = (w_lo <= reach_lo).astype(float) + (w_hi >= reach_hi)
         w_lo, w_hi = np.maximum(w_lo, reach_lo), np.minimum(w_hi, reach_hi)
         span = np.maximum(w_hi - w_lo, 1e-9 * np.maximum(np.abs(w_hi), 1.0))
-        h, N = _spacing(span, sd, h_req, lattice, cut * (counts.sum(-1) + 2))
+        h, N = _spacing(span, sd, h_req, lattice, cut * (counts.sum(-1) + 2), smallest)
     # each step from the lowest loss at which the sum can still reach the window (the others at their
     # largest), over N nodes: what lies above goes to +inf (pessimistic) or is dropped (optimistic)
     lowest = np.maximum(lo, w_lo[:, None] - ((counts * hi).sum(-1)[:, None] - hi))
@@ -290,27 +295,27 @@ def _plan(rows, counts, add, h_req, lattice):
 _MARGIN = 16
 
 
-def _spacing(span, sd, h_req, lattice, extra):
+def _spacing(span, sd, h_req, lattice, extra, smallest=MIN_GRID):
     """The grid spacing h and size N of each row whose composed window is ``span`` wide and needs ``extra``
     nodes besides (see the module docstring): h = SPACING·sd filled out to its grid size, or ``h_req``; then
     snapped to the atoms' lattice."""
     margin = _MARGIN + extra
     if h_req is None:
-        h = np.where(sd > 0, SPACING * sd, span / (MIN_GRID - margin))
-        h = np.clip(h, span / (MAX_GRID - margin), span / (MIN_GRID - margin))
-        h = span / (_rung(span / h + margin) - margin)  # the grid size is paid for: use all of it
+        h = np.where(sd > 0, SPACING * sd, span / (smallest - margin))
+        h = np.clip(h, span / (MAX_GRID - margin), span / (smallest - margin))
+        h = span / (_rung(span / h + margin, smallest) - margin)  # the grid size is paid for: use all of it
         h = 2.0 ** (np.floor(16.0 * np.log2(h)) / 16.0)  # down to 16 steps an octave: nearby settings share h
     else:
         h = np.maximum(h_req, span / (MAX_GRID - margin))
     # a lattice a of atoms: h = a/2^j, so that k·2^j·h is k·a exactly in floating point (every atom a node)
     snap = np.isfinite(lattice) & (lattice > 0)
     h = np.where(snap, lattice / 2.0 ** np.ceil(np.log2(np.where(snap, lattice, 1.0) / h)), h)
-    return h, _rung(span / h + margin)
+    return h, _rung(span / h + margin, smallest)
 
 
-def _rung(nodes: np.ndarray) -> np.ndarray:
-    """Grid sizes: the power of two ≥ ``nodes``, between MIN_GRID and MAX_GRID."""
-    exponent = np.ceil(np.log2(np.clip(nodes, MIN_GRID, MAX_GRID)))
+def _rung(nodes: np.ndarray, smallest: int = MIN_GRID) -> np.ndarray:
+    """Grid sizes: the power of two ≥ ``nodes``, between ``smallest`` and MAX_GRID."""
+    exponent = np.ceil(np.log2(np.clip(nodes, smallest, MAX_GRID)))
     return (2 ** exponent).astype(np.int64)
 
 
