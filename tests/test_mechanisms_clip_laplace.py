@@ -597,3 +597,24 @@ BAD_INPUTS = [
 def test_bad_input_raises_value_error_naming_the_parameter(name, call):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+@pytest.mark.parametrize("eps, clip, match", [
+    (np.array([[0.5, 1.0]]), 1.0, "local_epsilons must be a 1-D"),
+    (np.array([0.5, -1.0]), 1.0, "local_epsilons"),
+    (np.array([0.5, np.nan]), 1.0, "local_epsilons"),
+    (np.array([0.5, 1.0]), 0.0, "clip"),
+    (np.array([0.5, 1.0]), np.array([1.0, 2.0]), "clip must be a scalar"),
+])
+def test_calibration_table_bad_input(eps, clip, match):
+    with pytest.raises(ValueError, match=match):
+        clap.calibration_table(eps, clip)
+
+
+def test_calibrate_with_table_bad_input_and_same_g_as_calibrate():
+    eps = np.array([0.5, 1.0, 1.0, 4.0])
+    table = clap.calibration_table(eps, 1.0)
+    with pytest.raises(ValueError, match="observed_mean"):
+        clap.calibrate_with_table(np.array([0.01, np.nan]), table)
+    m = np.array([-0.01, 0.0, 0.004])
+    np.testing.assert_array_equal(clap.calibrate_with_table(m, table), clap.calibrate(m, eps, 1.0))
