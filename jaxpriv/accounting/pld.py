@@ -249,12 +249,16 @@ def _probe(rows, add) -> list[np.ndarray]:
     return out
 
 
+def _table_elements(rows, nodes: int) -> int:
+    """The most float64 values one row's table steps hold on a grid of ``nodes`` (0: no table steps)."""
+    return max(shuffled.elements(e, nodes) + client_sampled.elements(e, nodes) for e in rows)
+
+
 def _plan(rows, counts, add, h_req, lattice):
     """Pass 1 and the host plan for every row: the grid spacing h, the grid size N, each step's first node,
     the composed window (placed by Chernoff bounds on the steps' MGFs) and the λ that bound its tails."""
     probes = _probe(rows, add)
-    tables = any(shuffled.elements(e, 1) + client_sampled.elements(e, 1) for e in rows)
-    smallest = MIN_TABLE_GRID if tables else MIN_GRID
+    smallest = MIN_TABLE_GRID if _table_elements(rows, 1) else MIN_GRID
     lo = np.stack([p[:, 0] for p in probes], -1)  # (R, C)
     hi = np.stack([p[:, 1] for p in probes], -1)
     log_mgf = sum(counts[:, c:c + 1] * p[:, 2:2 + _LAMBDAS.size] for c, p in enumerate(probes))
@@ -343,7 +347,7 @@ def _run(rows, counts, plan, add, eta, value, query, chunk_size, progress, pmf: 
         bar, task = status_bar("PLD accounting", R)
     for N in np.unique(plan["N"]):
         idx = np.nonzero(plan["N"] == N)[0]
-        tables = max(shuffled.elements(e, int(N)) + client_sampled.elements(e, int(N)) for e in rows)
+        tables = _table_elements(rows, int(N))
         limit = max(1, min(chunk_size or 64, (1 << 22) // int(N), (1 << 24) // max(tables, 1)))
         limit = 1 << (limit.bit_length() - 1)
         for start, stop, size in _row_sizes(idx.size, limit):
