@@ -8,13 +8,17 @@
 2. No import runs up the layers of :data:`LAYERS`: a module imports from its own layer and the ones
    below it, never from a higher one. Function-level (lazy) imports count like top-level ones: a lazy
    import breaks an import cycle at load time, not the dependency.
+
+   An import also runs the ``__init__`` of every package above its target: ``from ..mechanisms import
+   staircase`` runs ``mechanisms/__init__``, so that ``__init__`` counts as imported too (a package
+   ``__init__`` that eagerly imported a higher layer would be a hidden cycle). The root ``jaxpriv``
+   package is the exception: it loads its submodules lazily, and a test checks that it stays so.
 3. Private names of third-party packages are allowed only where :data:`THIRD_PARTY_PRIVATE` lists them,
    each with its reason.
 
-Not modelled: ``importlib.import_module`` by name (:mod:`jaxpriv.reproduce` runs its system modules so),
-and the parent packages an import runs: ``from ..mechanisms import staircase`` is an import of
-``jaxpriv.mechanisms.staircase`` (layer 2), although Python also runs the eager ``mechanisms/__init__``,
-which loads the harmonizer (layer 5; its one import of the accountants is lazy, so nothing cycles).
+Not modelled: ``importlib.import_module`` by name (the lazy package attributes of :mod:`jaxpriv._lazy`,
+and :mod:`jaxpriv.reproduce` running its system modules): loading by name on first use is how a package
+``__init__`` exposes a higher-layer submodule without importing it.
 """
 
 from __future__ import annotations
@@ -35,17 +39,19 @@ LAYERS = [
     # numerics, validation, batching, lazy loading, the MATH reference, and the two no-JAX specifications
     ("infrastructure", ["jaxpriv._checks", "jaxpriv._numerics", "jaxpriv._batching", "jaxpriv._lazy",
                         "jaxpriv._reference", "jaxpriv.schedule", "jaxpriv.budgets", "jaxpriv.distributed"]),
-    # privacy curves (RDP, f-DP) and the event algebra the accountants interpret
-    ("curves", ["jaxpriv.rdp", "jaxpriv.events", "jaxpriv.fdp"]),
+    # privacy curves (RDP, f-DP)
+    ("curves", ["jaxpriv.rdp", "jaxpriv.fdp"]),
     # the noise mechanisms (samplers, densities, their own curves), shared by every caller
-    ("mechanisms", ["jaxpriv.mechanisms.*"]),
+    ("mechanisms", ["jaxpriv.mechanisms", "jaxpriv.mechanisms.*"]),
     # shuffling's amplification kernels: closed-form bounds, clones, Poisson-binomial, the lattice, estimators
-    ("shuffle kernels", ["jaxpriv.shuffle.*"]),
+    ("shuffle kernels", ["jaxpriv.shuffle", "jaxpriv.shuffle.*"]),
+    # the event types, each declared once: ranges, RDP curve, PLD law, dp_accounting mapping
+    ("events", ["jaxpriv.events", "jaxpriv.events.*"]),
     # the accountants, which read the mechanisms' and shuffling's curves
     ("accounting", ["jaxpriv.accounting", "jaxpriv.accounting.*", "jaxpriv.accountant"]),
     # what solves with or composes the accountants: calibration, the Harmonizer, shuffled rounds, summaries
-    ("calibration", ["jaxpriv.calibrate", "jaxpriv.mechanisms.harmonizer", "jaxpriv.mechanisms",
-                     "jaxpriv.shuffle.rounds", "jaxpriv.shuffle.summary", "jaxpriv.shuffle"]),
+    ("calibration", ["jaxpriv.calibrate", "jaxpriv.mechanisms.harmonizer", "jaxpriv.shuffle.rounds",
+                     "jaxpriv.shuffle.summary"]),
     # DP-SGD: data, sampling, clipping, noise, the trainer
     ("train", ["jaxpriv.train", "jaxpriv.train.*"]),
     # the seed systems: their clients, aggregators, accounting and builders
@@ -176,16 +182,35 @@ def test_no_module_imports_another_modules_private_name():
         "\n".join(found)
 
 
+def runs(target: str) -> list[str]:
+    """What importing ``target`` runs: ``target`` and the ``__init__`` of every package above it (the root
+    package excepted, see the module docstring)."""
+    parts = target.split(".")
+    return [target] + [".".join(parts[:cut]) for cut in range(len(parts) - 1, 1, -1)]
+
+
 def test_no_import_runs_up_the_layers():
     found = []
     for module, (imports, _, _) in SCANS.items():
         own = layer_of(module)
-        for line, target in imports:
+        for line, target in {(line, ran) for line, target in imports for ran in runs(target)}:
             theirs = layer_of(target)
             if theirs is not None and theirs > own:
                 found.append(f"{MODULES[module].relative_to(SOURCE.parent)}:{line}: {module} "
                              f"({LAYERS[own][0]}) imports {target} ({LAYERS[theirs][0]})")
-    assert not found, "imports from a higher layer:\n" + "\n".join(found)
+    assert not found, "imports from a higher layer:\n" + "\n".join(sorted(found))
+
+
+def test_the_root_package_loads_its_submodules_lazily():
+    """The one package whose ``__init__`` the rule above does not count: it may import infrastructure only."""
+    imports, _, _ = SCANS[PACKAGE]
+    eager = [target for _, target in imports if layer_of(target) != 0]
+    assert not eager, f"jaxpriv/__init__.py imports {eager} eagerly (use jaxpriv._lazy)"
+
+
+def test_an_import_runs_the_packages_above_it():
+    assert runs("jaxpriv.mechanisms.staircase") == ["jaxpriv.mechanisms.staircase", "jaxpriv.mechanisms"]
+    assert runs("jaxpriv.events") == ["jaxpriv.events"]
 
 
 def test_third_party_private_names_are_listed_with_a_reason():

@@ -26,8 +26,9 @@ Where δ is so small (≲ 1e-11) that the FFT's rounding allowance would swamp i
 probe's pessimistic pmfs, computed in log space, gives the upper end instead (a few % looser than exact at
 δ = 1e-14, never infinite for a finite ε).
 
-Two kinds of step are prepared on the host first: a shuffle round (:mod:`.shuffled`: its clone-count
-tables) and a client-sampled local run (:mod:`.client_sampled`: the run's own PLD composed by this
+Two kinds of step are prepared on the host first (their event types' ``pld_step``): a shuffle round
+(:mod:`jaxpriv.events.shuffled`: its clone-count tables) and a client-sampled local run
+(:mod:`jaxpriv.events.sampling`: the run's own PLD composed by this
 accountant, kept as a dominating and a dominated atom list, mixed with the "not sampled" atom at loss 0).
 """
 
@@ -39,8 +40,8 @@ import jax
 import numpy as np
 
 from .. import events as ev
-from .._batching import batch_sharding, power_of_two, static_size, to_devices, to_host
-from . import client_sampled, pld_grid, shuffled
+from .._batching import batch_sharding, power_of_two, to_devices, to_host
+from . import pld_grid
 
 __all__ = ["MAX_GRID", "MIN_GRID", "MIN_TABLE_GRID", "SPACING", "INTERVAL_TOLERANCE", "interval", "supported"]
 
@@ -72,54 +73,12 @@ _LAMBDAS = pld_grid.LAMBDAS
 
 def supported(event) -> str | None:
     """None when the PLD accountant can interpret ``event``; otherwise the reason."""
-    if isinstance(event, (ev.Gaussian, ev.Laplace, ev.RandomizedResponse, ev.Shuffled)):
-        return None
-    if isinstance(event, ev.Staircase):
-        return None if event.dimension == 1 else "Staircase with dimension > 1 (its loss law is a d-fold product; use accountant='rdp')"
-    if isinstance(event, ev.PoissonSampled) and _contains(event.event, ev.ClientSampled):
-        return "ClientSampled inside PoissonSampled (client sampling is the outer stage; use accountant='rdp')"
-    if isinstance(event, (ev.PoissonSampled, ev.SelfComposed, ev.ClientSampled)):
-        return supported(event.event)
-    if isinstance(event, ev.Composed):
-        reasons = [r for r in map(supported, event.events) if r]
-        return reasons[0] if reasons else None
-    return f"{type(event).__name__} (not yet interpretable by the PLD accountant; use accountant='rdp')"
-
-
-def _contains(event, kind) -> bool:
-    return isinstance(event, kind) or any(_contains(c, kind) for c in ev.children(event))
-
-
-def symmetric(event) -> bool:
-    """True when both neighbouring directions have the same loss law (no Poisson subsampling inside)."""
-    if isinstance(event, ev.PoissonSampled):
-        return False
-    return all(symmetric(c) for c in ev.children(event))
+    return ev.unsupported(event, "pld")
 
 
 def components(event, count=1.0) -> list:
     """Flatten compositions: [(step event, count)], counts multiplied along SelfComposed."""
-    if isinstance(event, ev.SelfComposed):
-        return components(event.event, np.asarray(event.count, dtype=np.float64) * count)
-    if isinstance(event, ev.Composed):
-        return [c for e in event.events for c in components(e, count)]
-    return [(event, count)]
-
-
-def _lattice(step, B: int) -> np.ndarray:
-    """Per setting, the spacing a of a lattice holding every finite atom of the step's law (0: the law has
-    no atoms, any grid will do; NaN: its atoms share no lattice)."""
-    full = lambda x: np.broadcast_to(np.asarray(x, np.float64), (B,)).copy()  # noqa: E731
-    if isinstance(step, (ev.Gaussian, shuffled.CloneCounts)):
-        return np.zeros(B)
-    if isinstance(step, ev.Laplace):
-        return 1.0 / full(step.scale)
-    if isinstance(step, (ev.RandomizedResponse, ev.Staircase)):
-        return full(step.epsilon)
-    if isinstance(step, ev.PoissonSampled):
-        inner = _lattice(step.event, B)
-        return np.where((inner == 0) | (full(step.rate) == 1.0), inner, np.nan)
-    return np.full(B, np.nan)
+    return event.pld_components(count)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -167,11 +126,11 @@ def _interval_at(event, value, h_req, query, chunk_size, progress):
     """One round: (upper, lower, h) per setting, the worse of the two directions."""
     B = value.shape[0]
     steps = components(event)
-    step_events = [_device_step(e, B) for e, _ in steps]
-    counts = np.stack([np.broadcast_to(np.asarray(c, np.float64), (B,)) * ~_never_sampled(e, B) for e, c in steps],
+    step_events = [e.pld_step(B, _composed_pmfs) for e, _ in steps]
+    counts = np.stack([np.broadcast_to(np.asarray(c, np.float64), (B,)) * ~e.releases_nothing(B) for e, c in steps],
                       axis=-1)  # (B, C); a step that samples nobody releases nothing
-    lattice = _combined_lattice([_lattice(e, B) for e in step_events])
-    D = 1 if symmetric(event) else 2
+    lattice = _combined_lattice([e.pld_lattice(B) for e in step_events])
+    D = 1 if event.pld_symmetric() else 2
     tile = lambda x: np.tile(np.asarray(x), (D,) + (1,) * (np.ndim(x) - 1))  # noqa: E731  rows: direction-major
     rows = [jax.tree_util.tree_map(tile, e) for e in step_events]
     add = np.repeat(np.arange(D) == 1, B)
@@ -192,29 +151,6 @@ def _combined_lattice(lattices) -> np.ndarray:
         base = np.fmax.reduce(np.where(free, np.nan, stacked), axis=-1)  # NaN where no finite base
         shared = np.all(free | (np.abs(stacked - base[:, None]) <= 1e-12 * base[:, None]), axis=-1)
     return np.where(free.all(-1), 0.0, np.where(shared, base, np.nan))
-
-
-def _device_step(step, B: int):
-    """A step's numbers broadcast to the batch (B,), with Shuffled events replaced by their clone-count
-    tables (:func:`.shuffled.counts_step`) and ClientSampled ones by their local run's composed PLDs
-    (:func:`_client_mixture`), both computed on the host."""
-    if isinstance(step, ev.Shuffled):
-        return shuffled.counts_step(step, B)
-    if isinstance(step, ev.ClientSampled):
-        return _client_mixture(step, B)
-    if isinstance(step, ev.PoissonSampled):
-        rate = np.broadcast_to(np.asarray(step.rate, np.float64), (B,))
-        return ev.PoissonSampled(rate, _device_step(step.event, B))
-    return jax.tree_util.tree_map(lambda x: np.broadcast_to(np.asarray(x, np.float64), (B,)), step)
-
-
-def _never_sampled(step, B: int) -> np.ndarray:
-    """True where some Poisson sampling around the step has rate 0 (the step then releases nothing)."""
-    out = np.zeros(B, bool)
-    while isinstance(step, ev.PoissonSampled):
-        out |= np.broadcast_to(np.asarray(step.rate, np.float64) == 0.0, (B,))
-        step = step.event
-    return out
 
 
 def _row_sizes(rows: int, limit: int) -> list[tuple[int, int, int]]:
@@ -238,7 +174,7 @@ def _tree_rows(tree, take):
 def _probe(rows, add) -> list[np.ndarray]:
     """Pass 1 over every row: per step, (rows, 2 + len(LAMBDAS) + 3) (see :func:`.pld_grid.probe`)."""
     R = add.shape[0]
-    tables = max(shuffled.elements(e, pld_grid.PROBE_NODES) for e in rows)
+    tables = max(e.table_elements(pld_grid.PROBE_NODES) for e in rows)
     limit = max(16, min(64, power_of_two((1 << 24) // max(tables, 1)) // 2))
     out = [np.empty((R, _LAMBDAS.size + 5)) for _ in rows]
     for start, stop, size in _row_sizes(R, limit):
@@ -251,7 +187,7 @@ def _probe(rows, add) -> list[np.ndarray]:
 
 def _table_elements(rows, nodes: int) -> int:
     """The most float64 values one row's table steps hold on a grid of ``nodes`` (0: no table steps)."""
-    return max(shuffled.elements(e, nodes) + client_sampled.elements(e, nodes) for e in rows)
+    return max(e.table_elements(nodes) for e in rows)
 
 
 def _plan(rows, counts, add, h_req, lattice):
@@ -396,47 +332,22 @@ def _chernoff_upper(log_mgf, log_finite, value, query):
 #: the Bernstein miss probability of a local run nested in client sampling (its mass is taken off the
 #: dominated law's top)
 _NESTED_ETA = 1e-15
-#: settings whose local runs are composed at once (bounds the host memory of their composed PLDs)
-_NESTED_CHUNK = 64
-
-
-def _client_mixture(step: ev.ClientSampled, B: int) -> client_sampled.ClientMixture:
-    """The ClientMixture step of a ClientSampled event: its local run composed, both ways, both directions."""
-    run = ev.map_numbers(step.event, lambda _, x: np.broadcast_to(np.asarray(x, np.float64), (B,)))
-    sides = {key: [] for key in ("remove_upper", "remove_lower", "add_upper", "add_lower")}
-    for s in range(0, B, _NESTED_CHUNK):
-        part = ev.map_numbers(run, lambda _, x, s=s: x[s:s + _NESTED_CHUNK])
-        remove = _composed_pmfs(part, False)
-        add = remove if symmetric(run) else _composed_pmfs(part, True)
-        for name, lists in (("remove", remove), ("add", add)):
-            sides[f"{name}_upper"] += lists[0]
-            sides[f"{name}_lower"] += lists[1]
-    A = static_size(max(loss.size for atoms in sides.values() for loss, _ in atoms))  # one shape for all four
-    rate = np.broadcast_to(np.asarray(step.rate, np.float64), (B,))
-    return client_sampled.ClientMixture(rate, **{key: _pack(atoms, A) for key, atoms in sides.items()})
-
-
-def _pack(atoms: list, A: int) -> tuple:
-    """Per-setting (losses, masses) atom lists → two (B, A) arrays, padded with atoms of loss 0, mass 0."""
-    losses = np.stack([np.pad(loss, (0, A - loss.size)) for loss, _ in atoms])
-    masses = np.stack([np.pad(mass, (0, A - mass.size)) for _, mass in atoms])
-    return losses, masses
 
 
 def _composed_pmfs(event, add: bool):
     """The composed PLD of ``event`` (numbers of shape (B,)) in one direction, on its default grid:
     (dominating, dominated), each a list of B (losses, masses) atom arrays with +∞ as the last loss,
-    trimmed to the nodes that hold mass; see :mod:`.client_sampled` for why each side is safe."""
+    trimmed to the nodes that hold mass; see :mod:`jaxpriv.events.sampling` for why each side is safe."""
     steps = components(event)
     B = np.asarray(jax.tree_util.tree_leaves(event)[0]).shape[0] if jax.tree_util.tree_leaves(event) else 1
     if not steps:
         point = [(np.array([0.0, np.inf]), np.array([1.0, 0.0]))] * B
         return point, point
-    rows = [_device_step(e, B) for e, _ in steps]
-    counts = np.stack([np.broadcast_to(np.asarray(c, np.float64), (B,)) * ~_never_sampled(e, B) for e, c in steps],
+    rows = [e.pld_step(B, _composed_pmfs) for e, _ in steps]
+    counts = np.stack([np.broadcast_to(np.asarray(c, np.float64), (B,)) * ~e.releases_nothing(B) for e, c in steps],
                       axis=-1)
     flags = np.full(B, add)
-    plan = _plan(rows, counts, flags, None, _combined_lattice([_lattice(e, B) for e in rows]))
+    plan = _plan(rows, counts, flags, None, _combined_lattice([e.pld_lattice(B) for e in rows]))
     p_up, inf_up, p_lo, inf_lo, shift = _run(rows, counts, plan, flags, np.full(B, _NESTED_ETA), np.zeros(B), 0,
                                              None, False, pmf=True)
 

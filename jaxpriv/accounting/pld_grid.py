@@ -35,9 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import events as ev
-from ..mechanisms import staircase
-from . import client_sampled, pairs, shuffled
+from ..events import laws
 
 __all__ = ["LAMBDAS", "PROBE_NODES", "law", "probe", "evaluate"]
 
@@ -53,24 +51,10 @@ _U = float(np.finfo(np.float64).eps)
 # --------------------------------------------------------------------------------------------------
 
 
-def law(event, add) -> pairs.LossLaw:
-    """The loss law of a single step (one setting's traced scalars); ``add``: the add direction (traced)."""
-    if isinstance(event, ev.Gaussian):
-        return pairs.gaussian(event.noise_multiplier)
-    if isinstance(event, ev.Laplace):
-        return pairs.laplace(event.scale)
-    if isinstance(event, ev.RandomizedResponse):
-        return pairs.randomized_response_law(event.epsilon, event.k)
-    if isinstance(event, ev.Staircase):
-        gamma = staircase.optimal_gamma(event.epsilon) if event.gamma is None else event.gamma
-        return pairs.staircase_law(event.epsilon, gamma)
-    if isinstance(event, shuffled.CloneCounts):  # a Shuffled event, prepared on the host
-        return shuffled.law(event)
-    if isinstance(event, client_sampled.ClientMixture):  # a ClientSampled event, prepared on the host
-        return client_sampled.law(event, add)
-    if isinstance(event, ev.PoissonSampled):
-        return pairs.poisson_sampled(event.rate, law(event.event, False), add)
-    raise AssertionError(event)
+def law(event, add) -> laws.LossLaw:
+    """The loss law of a single step (one setting's traced scalars), as its type declares it
+    (:meth:`jaxpriv.events.Event.pld_law`); ``add``: the add direction (traced)."""
+    return event.pld_law(add)
 
 
 def _masses(step_law, points):
@@ -126,7 +110,7 @@ def _split(masses, low, bottom):
         jnp.arange(masses.shape[0] + 1) == 0, bottom, 0.0)
 
 
-def discretise(step_law: pairs.LossLaw, start, n: int, h, used=None):
+def discretise(step_law: laws.LossLaw, start, n: int, h, used=None):
     """Pessimistic and optimistic pmfs (P-masses) of one step on the nodes ℓ_k = (start + k)·h, k < n, of
     which the first ``used`` (traced; default all) hold its support: the pessimistic mass above them goes
     to +inf and the optimistic one is dropped, so that nothing lies beyond the support's top (whose tiny
@@ -572,7 +556,7 @@ def evaluate(steps, starts, used, counts, h, window_start, lam_up, lam_dn, eta, 
     """(upper, lower) of ε(δ = value) (``query`` 0) or δ(ε = value) (``query`` 1) for each row, every step
     discretised on the first ``used`` of N nodes from its own start and composed on the N-node window; ``query`` is one number
     for the whole call (a branch, not a per-row select). ``pmf=True``: the two composed measures instead
-    (a client-sampled local run, see :mod:`.client_sampled`)."""
+    (a client-sampled local run, see :mod:`jaxpriv.events.sampling`)."""
 
     def one(step_events, step_starts, step_used, step_counts, hh, w0, l_up, l_dn, e, x, reach_ends, a):
         return _row(step_events, step_starts, step_used, step_counts, hh, w0, l_up, l_dn, e, x, reach_ends, a, query,

@@ -134,7 +134,7 @@ def _log_binom_pmf(x, size, log_p, log_q):
 
 def log_half_pmf(x, size):
     """log Pr[Bin(size, 1/2) = x] (−inf outside 0 ≤ x ≤ size); also the E-APES lattice's kernel
-    (:mod:`jaxpriv.shuffle.multinomial`) and the shuffled pair's law (:mod:`jaxpriv.accounting.shuffled`)."""
+    (:mod:`jaxpriv.shuffle.multinomial`) and the shuffled pair's law (:mod:`jaxpriv.events.shuffled`)."""
     return _log_binom_pmf(x, size, -_LOG2, -_LOG2)
 
 

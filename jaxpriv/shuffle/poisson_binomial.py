@@ -200,7 +200,7 @@ def leave_one_out_windows(p, m, remove):
     per row (0 = none). Returns (logpmf (R, W), lo, hi_rows (R,), dropped (R,), rel_err (R, W)).
 
     The law of C with one user left out, used by :mod:`jaxpriv.shuffle.personalized` and
-    :mod:`jaxpriv.accounting.shuffled`."""
+    :mod:`jaxpriv.events.shuffled`."""
     remove = np.asarray(remove, dtype=np.float64).reshape(-1)
     total = float(np.sum(m))
     mean = float(np.sum(m * p))

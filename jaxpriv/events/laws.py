@@ -62,7 +62,7 @@ class LossLaw:
 
 def no_atoms(like):
     """The empty ``atoms`` triple of a :class:`LossLaw` with no atoms, in the dtype of ``like`` (also used by
-    :mod:`jaxpriv.accounting.shuffled`)."""
+    :mod:`.shuffled`)."""
     empty = jnp.zeros((0,), jnp.result_type(like))
     return empty, empty, empty
 

@@ -1,4 +1,7 @@
-"""The shuffle model's exact dominating pair as a PLD step (MATH §3.1, §7.2).
+"""The shuffle model as an event: n shuffled local reports, and their exact dominating pair (MATH §1.6, §3.1, §7.2).
+
+RDP: Girgis et al.'s Theorem 1 for ε₀-LDP randomizers (uniform budgets only). PLD: the exact clone pair
+below, prepared on the host by :meth:`Shuffled.pld_step` as a :class:`CloneCounts` step.
 
 One round of n shuffled reports is dominated by a pair of distributions on counts (the clone reduction
 of :mod:`jaxpriv.shuffle.clones`): C other users are clones (C from the clone-count law), a of the C + 1
@@ -17,7 +20,7 @@ Q(L > ℓ) at the grid's nodes. Splitting each atom of an interval between its t
 dots") is linear in the atom's (P, Q) masses, so the interval's totals give exactly the per-atom split:
 the accountant's pessimistic and optimistic grids are those of the atoms themselves.
 
-Host side (:func:`counts_step`), per distinct setting:
+Host side (:meth:`Shuffled.pld_step`), per distinct setting:
 
 * **Clone-count law** from :mod:`jaxpriv.shuffle.poisson_binomial` (a Binomial for uniform ε₀, a
   leave-one-out Poisson-binomial for personalized budgets), over mean ± (13 sd + 32); the mass outside
@@ -28,7 +31,7 @@ Host side (:func:`counts_step`), per distinct setting:
   ``max(1, ⌊BLOCK_RTOL·C_lo⌋)`` counts; ε moves by about half that ratio (≤ 5e-5 relative), and for
   n ≲ 10⁴ every block is a single count (exact).
 
-Device side (:func:`law`): for each block, the Bin(C, ½) pmf over C/2 ± √(23 C) (the mass outside,
+Device side (:meth:`CloneCounts.pld_law`): for each block, the Bin(C, ½) pmf over C/2 ± √(23 C) (the mass outside,
 < e^{−46} by Hoeffding, counted on the safe side: below the window with the lowest loss, above it on
 +∞), its cumulative sums from both ends (each tail without cancellation), and a gather at the
 thresholds of the requested losses, scanned over blocks to bound memory.
@@ -50,15 +53,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import events as ev
 from .._batching import static_size
-from .._numerics import log_expm1
+from .._numerics import check_array, is_concrete, log_expm1
+from ..shuffle import bounds as _bounds
 from ..shuffle import clones as _clones
 from ..shuffle import personalized as _personalized
 from ..shuffle.poisson_binomial import leave_one_out_windows
-from . import pairs
+from . import laws
+from .base import Event, Parameter, event_type
 
-__all__ = ["CloneCounts", "counts_step", "law", "BLOCK_RTOL", "elements"]
+__all__ = ["Shuffled", "SHUFFLE_CLONES", "SHUFFLE_MODELS", "CloneCounts", "BLOCK_RTOL"]
 
 #: largest relative width of a block of clone counts (merged at its smallest C; see the module docstring)
 BLOCK_RTOL = 1e-4
@@ -84,15 +88,16 @@ class CloneCounts:
     dropped: Any
     a_width: int = dataclasses.field(metadata=dict(static=True))
 
+    def pld_law(self, add) -> laws.LossLaw:
+        return clone_pair_law(self)
 
-def elements(step, nodes: int) -> int:
-    """About how many float64 values one setting of ``step`` holds at once on a grid of ``nodes`` (0 for
-    steps without tables): the accountant sizes its chunks by it."""
-    while isinstance(step, ev.PoissonSampled):
-        step = step.event
-    if isinstance(step, CloneCounts):
-        return _SCAN_ROWS * (4 * step.a_width + 12 * int(nodes))
-    return 0
+    def pld_lattice(self, size: int) -> np.ndarray:
+        return np.zeros(size)
+
+    def table_elements(self, nodes: int) -> int:
+        """About how many float64 values one setting holds at once on a grid of ``nodes``: the accountant
+        sizes its chunks by it."""
+        return _SCAN_ROWS * (4 * self.a_width + 12 * int(nodes))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -134,24 +139,24 @@ def personalized_law(local_epsilons, model: str):
     return (target, *_count_law(gp, gm.astype(np.float64), float(c.max())))
 
 
-def counts_step(shuffled: ev.Shuffled, B: int) -> CloneCounts:
+def _counts_step(shuffled, B: int) -> CloneCounts:
     """The :class:`CloneCounts` step of a (validated) Shuffled event over a batch of B settings."""
     if shuffled.personalized:
         eps_star, counts, logw, dropped = personalized_law(shuffled.epsilon0, shuffled.model)
         target = eps_star if shuffled.target_epsilon is None else shuffled.target_epsilon
         target = np.broadcast_to(np.asarray(target, np.float64), (B,))
-        laws = [(counts, logw, dropped)] * B
+        tables = [(counts, logw, dropped)] * B
     else:
         eps0 = np.broadcast_to(np.asarray(shuffled.epsilon0, np.float64), (B,))
         n = np.broadcast_to(np.asarray(shuffled.n, np.float64), (B,))
         keys, inverse = np.unique(np.stack([eps0, n], -1), axis=0, return_inverse=True)
         distinct = [_uniform_law(float(e), int(m), shuffled.clones) for e, m in keys]
-        laws = [distinct[i] for i in inverse.reshape(-1)]
+        tables = [distinct[i] for i in inverse.reshape(-1)]
         target = eps0
-    W = static_size(max(law[0].size for law in laws))
-    counts = np.stack([np.pad(c, (0, W - c.size), mode="edge") for c, _, _ in laws])
-    logw = np.stack([np.pad(w, (0, W - w.size), constant_values=-np.inf) for _, w, _ in laws])
-    dropped = np.array([d for _, _, d in laws])
+    W = static_size(max(table[0].size for table in tables))
+    counts = np.stack([np.pad(c, (0, W - c.size), mode="edge") for c, _, _ in tables])
+    logw = np.stack([np.pad(w, (0, W - w.size), constant_values=-np.inf) for _, w, _ in tables])
+    dropped = np.array([d for _, _, d in tables])
     a_width = static_size(2 * math.ceil(math.sqrt(A_LOG * max(counts.max(), 1.0))) + 4)
     return CloneCounts(jnp.asarray(target), jnp.asarray(counts), jnp.asarray(logw), jnp.asarray(dropped), a_width)
 
@@ -188,7 +193,7 @@ def _tables(counts, a_width: int):
     return k_lo, f_ext, s_ext
 
 
-def law(step: CloneCounts) -> pairs.LossLaw:
+def clone_pair_law(step: CloneCounts) -> laws.LossLaw:
     """The loss law of one round's clone pair (symmetric: Q(C, a) = P(C, C+1−a))."""
     eps_t, counts, log_w, dropped = step.target_epsilon, step.counts, step.log_weights, step.dropped
     a_width = step.a_width
@@ -234,4 +239,90 @@ def law(step: CloneCounts) -> pairs.LossLaw:
     live = w > 0
     lo = jnp.min(jnp.where(live, _loss(eps_t, k_lo, counts + 1.0 - k_lo), jnp.inf))
     hi = jnp.max(jnp.where(live, _loss(eps_t, k_hi + 1.0, counts - k_hi), -jnp.inf))
-    return pairs.LossLaw(masses, (lo, hi), pairs.no_atoms(eps_t))
+    return laws.LossLaw(masses, (lo, hi), laws.no_atoms(eps_t))
+
+
+# --------------------------------------------------------------------------------------------------
+# The event
+# --------------------------------------------------------------------------------------------------
+
+SHUFFLE_CLONES = ("fmt22", "strong")
+SHUFFLE_MODELS = ("gspa", "apes")
+
+
+@event_type(("epsilon0", "n", "target_epsilon"), ("clones", "model"))
+class Shuffled(Event):
+    """One round of n shuffled local reports (MATH §3.1).
+
+    Uniform budget: ``Shuffled(epsilon0, n=n, clones="fmt22" | "strong")`` — every user applies an
+    ε₀-LDP randomizer (FMT22 clone probability e^{−ε₀}, or the strong clones 2/(e^{ε₀}+1)).
+    Personalized budgets: ``Shuffled(local_epsilons, model="gspa" | "apes")`` with a 1-D array of one ε
+    per user (its length is n; a population, not a batch). The guarantee is the worst case over users
+    (the target answers at max ε_i); with ``model="gspa"``, ``target_epsilon`` (a number or an array: a
+    batch) gives the guarantee of a user with that budget instead. Either way the other users' clone
+    count is the Poisson-binomial of all users but the one with the largest clone probability (valid for
+    every target, MATH §3.1). Only the PLD accountant interprets personalized budgets.
+    """
+
+    epsilon0: Any
+    n: Any = None
+    clones: str | None = None
+    model: str | None = None
+    target_epsilon: Any = None
+
+    PARAMETERS = (Parameter("epsilon0", "Shuffled epsilon0", lo_open=True),
+                  Parameter("n", "Shuffled n", 2.0, integer=True),
+                  Parameter("target_epsilon", "Shuffled target_epsilon", lo_open=True))
+
+    def __post_init__(self):
+        if self.model is None and self.clones is None:
+            object.__setattr__(self, "clones", "fmt22")
+        if self.model is not None and self.model not in SHUFFLE_MODELS:
+            raise ValueError(f"Shuffled model must be one of {SHUFFLE_MODELS}, got {self.model!r}")
+        if self.clones is not None and self.clones not in SHUFFLE_CLONES:
+            raise ValueError(f"Shuffled clones must be one of {SHUFFLE_CLONES}, got {self.clones!r}")
+        if self.model is not None and self.clones is not None:
+            raise ValueError("Shuffled takes either clones= (uniform ε₀) or model= (personalized budgets), not both")
+
+    @property
+    def personalized(self) -> bool:
+        return self.model is not None
+
+    def batch_numbers(self):
+        """Personalized budgets are a population, not a batch: only ``target_epsilon`` indexes settings."""
+        if not self.personalized:
+            return super().batch_numbers()
+        return {} if self.target_epsilon is None else {"target_epsilon": self.target_epsilon}
+
+    def check(self):
+        if self.personalized:
+            if self.n is not None:
+                raise ValueError("Shuffled with personalized budgets takes n from len(local_epsilons); pass n=None")
+            if is_concrete(self.epsilon0) and np.ndim(self.epsilon0) != 1:
+                raise ValueError("Shuffled local_epsilons must be a 1-D array with one budget per user, "
+                                 f"got shape {np.shape(self.epsilon0)}")
+            if is_concrete(self.epsilon0) and np.size(self.epsilon0) < 2:
+                raise ValueError("Shuffled needs at least n = 2 users (len(local_epsilons) ≥ 2)")
+            check_array("Shuffled local_epsilons", self.epsilon0, 0.0, np.inf, lo_open=True)
+            if self.target_epsilon is not None and self.model != "gspa":
+                raise ValueError("Shuffled target_epsilon is only defined for model='gspa' (under 'apes' "
+                                 "every target answers at the largest budget)")
+            return
+        if self.target_epsilon is not None:
+            raise ValueError("Shuffled target_epsilon is only defined for personalized budgets (model='gspa')")
+        if self.n is None:
+            raise ValueError("Shuffled with a uniform budget needs the number of users n (an integer in [2, inf))")
+
+    def unsupported_by(self, accountant):
+        if accountant == "rdp" and self.personalized:
+            return "Shuffled with personalized budgets (no RDP bound is implemented for it; use accountant='pld')"
+        return super().unsupported_by(accountant)
+
+    def rdp(self, orders):  # Girgis et al. Theorem 1 holds for any ε₀-LDP randomizer
+        # integer orders only: a fractional α takes the value at ⌈α⌉ (RDP is nondecreasing in α)
+        ceil = np.ceil(np.asarray(orders, dtype=np.float64))
+        ints, back = np.unique(ceil, return_inverse=True)
+        return np.asarray(_bounds.girgis_rdp(self.epsilon0, self.n, ints))[..., back]
+
+    def pld_step(self, size, compose):
+        return _counts_step(self, size)
