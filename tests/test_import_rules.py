@@ -40,7 +40,7 @@ LAYERS = [
     ("infrastructure", ["jaxpriv._checks", "jaxpriv._numerics", "jaxpriv._batching", "jaxpriv._lazy",
                         "jaxpriv._reference", "jaxpriv.schedule", "jaxpriv.budgets", "jaxpriv.distributed"]),
     # privacy curves (RDP, f-DP)
-    ("curves", ["jaxpriv.rdp", "jaxpriv.fdp"]),
+    ("curves", ["jaxpriv.rdp", "jaxpriv.rdp.*", "jaxpriv.fdp"]),
     # the noise mechanisms (samplers, densities, their own curves), shared by every caller
     ("mechanisms", ["jaxpriv.mechanisms", "jaxpriv.mechanisms.*"]),
     # shuffling's amplification kernels: closed-form bounds, clones, Poisson-binomial, the lattice, estimators

@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxpriv import rdp
+from jaxpriv.rdp import program as series_program
 from jaxpriv._numerics import float64
 
 _lowered = [0]
@@ -26,8 +27,8 @@ def test_the_program_does_not_grow_with_the_grid():
         q, sigma = jnp.full((1,), 0.01), jnp.full((1,), 1.1)
         sizes = []
         for orders in (rdp.DEFAULT_ORDERS, np.array([1.5, 2.0, 4.0, 8.0, 16.0, 32.0])):
-            plan = rdp._curve_plan_arrays(tuple(float(a) for a in orders))
-            sizes.append(len(rdp._curve_jit.lower(q, sigma, plan).as_text()))
+            plan = series_program._curve_plan_arrays(tuple(float(a) for a in orders))
+            sizes.append(len(series_program._curve_jit.lower(q, sigma, plan).as_text()))
     assert max(sizes) < 150_000  # the old program: 1.7 MB for the default grid, mostly constants
     assert max(sizes) / min(sizes) < 1.2, sizes
 
@@ -48,10 +49,10 @@ def test_all_chunks_at_once_gives_the_loops_bits():
     q, sigma = 10 ** rng.uniform(-8, 0, 40), 10 ** rng.uniform(np.log10(0.3), 2, 40)
     key = tuple(float(a) for a in rdp.DEFAULT_ORDERS)
     with float64():
-        looped = np.asarray(rdp._curve_jit(jnp.asarray(q), jnp.asarray(sigma), rdp.curve_tables(key)))
+        looped = np.asarray(series_program._curve_jit(jnp.asarray(q), jnp.asarray(sigma), rdp.curve_tables(key)))
         try:
-            rdp._CURVE_LOOPS = False
-            at_once = np.asarray(jax.jit(rdp._curve)(jnp.asarray(q), jnp.asarray(sigma), rdp.curve_tables(key)))
+            series_program._CURVE_LOOPS = False
+            at_once = np.asarray(jax.jit(series_program.exact_curve)(jnp.asarray(q), jnp.asarray(sigma), rdp.curve_tables(key)))
         finally:
-            rdp._CURVE_LOOPS = None
+            series_program._CURVE_LOOPS = None
     np.testing.assert_array_equal(at_once, looped)
