@@ -9,7 +9,7 @@
    jit) and ``staircase.sample`` (sign, geometric, uniform, Bernoulli). Goal: Clip-Laplace and Staircase
    within 3× of plain Laplace.
 2. **Clip-Laplace calibration** at the analyzer (APES): 10⁶ dimensions × 10⁴ distinct budgets
-   (``clip_laplace.calibrate``), first call and warm median, with the recovery error on a sample of
+   (``clip_laplace_analyzer.calibrate``), first call and warm median, with the recovery error on a sample of
    dimensions whose observed mean is the exact mixture mean of a known g.
 
 Prints markdown tables, writes every number with ``--json OUT``; exits with status 1 if a check fails.
@@ -37,7 +37,7 @@ from _common import say, timed  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from jaxpriv.mechanisms import clip_laplace, gaussian, laplace, staircase  # noqa: E402
+from jaxpriv.mechanisms import clip_laplace, clip_laplace_analyzer, gaussian, laplace, staircase  # noqa: E402
 
 
 def median_time(fn, repeats: int) -> float:
@@ -83,9 +83,9 @@ def bench_calibration(dims: int, budgets: int) -> dict:
     exact = np.mean(np.asarray(clip_laplace.mean(g_true[:, None], lam[None, :], 1.0)), axis=1)
     m = rng.uniform(-0.5, 0.5, dims).astype(np.float32)
     m[: exact.size] = exact  # known answers for the first 200 dimensions (float32 rounding aside)
-    first, _ = timed(lambda: clip_laplace.calibrate(m, eps, 1.0))
-    times = [timed(lambda: clip_laplace.calibrate(m, eps, 1.0))[0] for _ in range(3)]
-    g64 = clip_laplace.calibrate(exact, eps, 1.0)  # float64 means: recovery to the calibration's accuracy
+    first, _ = timed(lambda: clip_laplace_analyzer.calibrate(m, eps, 1.0))
+    times = [timed(lambda: clip_laplace_analyzer.calibrate(m, eps, 1.0))[0] for _ in range(3)]
+    g64 = clip_laplace_analyzer.calibrate(exact, eps, 1.0)  # float64 means: recovery to the calibration's accuracy
     err = float(np.max(np.abs(g64 - g_true)))
     return {"dims": dims, "budgets": budgets, "first_call_s": first, "times_s": times,
             "median_s": float(np.median(times)), "max_recovery_error_float64_means": err,

@@ -15,7 +15,7 @@ import pytest
 from jaxpriv.federated import apes, simulator
 from jaxpriv.federated.partition import ClientData
 from jaxpriv.federated.simulator import LocalResult
-from jaxpriv.mechanisms import clip_laplace, laplace
+from jaxpriv.mechanisms import clip_laplace, clip_laplace_analyzer, laplace
 from jaxpriv.reproduce import apes as apes_reproduction
 from jaxpriv.shuffle import apes_theorem4, clones_epsilon, fmt22_closed_form, personalized_epsilon, sapes_proposition1
 
@@ -132,7 +132,7 @@ def test_no_user_spends_more_than_its_budget(system):
         if system in ("apes", "sapes"):
             want = clip_laplace.sample(noise_key, g, lam, jnp.float32(CLIP))
             if system == "sapes":
-                want = clip_laplace.sparsify(sparse_key, want, jnp.float32(used[k]), CLIP, 5)
+                want = clip_laplace_analyzer.sparsify(sparse_key, want, jnp.float32(used[k]), CLIP, 5)
             assert np.all(np.abs(np.asarray(report)) <= CLIP)
         else:
             # under jit, as the client computes it (XLA may contract g + λ·L into one fused multiply-add)

@@ -18,6 +18,8 @@ from scipy import stats
 
 from jaxpriv._numerics import float64
 from jaxpriv.mechanisms import clip_laplace as clap
+from jaxpriv.mechanisms import clip_laplace_analyzer as analyzer
+from jaxpriv.mechanisms import echo
 from jaxpriv.shuffle import bounds
 
 KS_SAMPLES = 200_000
@@ -171,7 +173,7 @@ def test_cdf_matches_quadrature_and_limits():
 def test_results_are_float64_numpy_with_x64_off():
     for out in (clap.mean(0.1, 1.0, 1.0), clap.variance([0.1], 1.0, 1.0), clap.cdf(0.0, 0.1, 1.0, 1.0),
                 clap.log_prob(0.0, 0.1, 1.0, 1.0), clap.normalizer(0.1, 1.0, 1.0), clap.local_scale(1.0, 1.0),
-                clap.echo_probabilities([1.0, 2.0]), clap.neighbor_divergence(1.0, 2.0)):
+                echo.echo_probabilities([1.0, 2.0]), echo.neighbor_divergence(1.0, 2.0)):
         assert isinstance(out, np.ndarray) and out.dtype == np.float64
 
 
@@ -335,15 +337,15 @@ BUDGET_PAIRS = [(1.0, 1.0), (0.5, 2.0), (2.0, 0.5), (0.1, 5.0), (5.0, 0.1), (1.0
 @pytest.mark.parametrize("eps_i, eps_j", BUDGET_PAIRS)
 def test_lemma4_closed_form_matches_direct_formula_and_alpha_form_at_a_equal_c(eps_i, eps_j):
     direct = np.log(eps_i / eps_j * (1 - np.exp(-eps_j)) / (1 - np.exp(-eps_i)) * np.exp(max(eps_i, eps_j)))
-    closed = float(clap.neighbor_divergence(eps_i, eps_j, clip=0.3))
+    closed = float(echo.neighbor_divergence(eps_i, eps_j, clip=0.3))
     assert closed == pytest.approx(direct, rel=1e-14)
-    assert float(clap.neighbor_divergence(eps_i, eps_j, clip=0.3, A=0.3)) == pytest.approx(closed, rel=1e-14)
+    assert float(echo.neighbor_divergence(eps_i, eps_j, clip=0.3, A=0.3)) == pytest.approx(closed, rel=1e-14)
 
 
 @pytest.mark.parametrize("eps_i, eps_j", BUDGET_PAIRS)
 @pytest.mark.parametrize("A", [1.0, 1.7, 4.0])
 def test_lemma4_bounds_the_true_density_ratio(eps_i, eps_j, A):
-    bound = float(clap.neighbor_divergence(eps_i, eps_j, clip=1.0, A=A))
+    bound = float(echo.neighbor_divergence(eps_i, eps_j, clip=1.0, A=A))
     # direct α-form as printed in Lemma 4
     s = lambda e: 1 - 0.5 * np.exp(e * (-A + 1) / 2) - 0.5 * np.exp(e * (-A - 1) / 2)
     direct = np.log(s(eps_j) / s(eps_i) * eps_i / eps_j * np.exp((eps_i + eps_j) / 2 + A * abs(eps_i - eps_j) / 2))
@@ -356,9 +358,9 @@ def test_lemma4_bounds_the_true_density_ratio(eps_i, eps_j, A):
 
 def test_echo_probabilities_match_formula_divergence_and_density_ratios():
     eps = np.array([0.05, 0.3, 1.0, 1.0, 2.5, 6.0])
-    p = clap.echo_probabilities(eps)
+    p = echo.echo_probabilities(eps)
     np.testing.assert_allclose(p, echo_matrix(eps), rtol=1e-13)
-    np.testing.assert_allclose(p, np.exp(-clap.neighbor_divergence(eps[None, :], eps[:, None])), rtol=1e-13)
+    np.testing.assert_allclose(p, np.exp(-echo.neighbor_divergence(eps[None, :], eps[:, None])), rtol=1e-13)
     # p_ij ≤ inf_{z, f, f'} μ_i(z | f)/μ_j(z | f'): user i's output contains user j's echo
     for i in range(eps.size):
         for j in range(eps.size):
@@ -369,7 +371,7 @@ def test_echo_probabilities_match_formula_divergence_and_density_ratios():
 def test_echo_probabilities_row_sums_are_apes_echo_sum():
     rng = np.random.default_rng(4)
     eps = rng.uniform(0.05, 3.0, 300)
-    p = clap.echo_probabilities(eps)
+    p = echo.echo_probabilities(eps)
     rows = p.sum(axis=1)
     n = eps.size
     for target in (0, 17, n - 1):
@@ -380,7 +382,7 @@ def test_echo_probabilities_row_sums_are_apes_echo_sum():
 
 def test_echo_probabilities_batch():
     eps = np.array([[0.5, 1.0, 2.0], [1.0, 1.0, 1.0]])
-    p = clap.echo_probabilities(eps)
+    p = echo.echo_probabilities(eps)
     assert p.shape == (2, 3, 3)
     np.testing.assert_allclose(p[1], np.exp(-1.0), rtol=1e-15)
 
@@ -414,7 +416,7 @@ def test_calibrate_recovers_g_from_exact_mixture_means():
     m = exact_mixture_mean(g, eps, clip)  # Eq. 1 as printed, numpy
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # m at g = ±C may exceed M(±C) by rounding
-        got = clap.calibrate(m, eps, clip)
+        got = analyzer.calibrate(m, eps, clip)
     check_recovery(got, g, m, clip, lambda x: exact_mixture_mean(x, eps, clip))
 
 
@@ -428,19 +430,19 @@ def test_calibrate_extreme_budgets_against_exact_mean():
     m = mixture_mean(g)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        got = clap.calibrate(m, eps, 1.0)
+        got = analyzer.calibrate(m, eps, 1.0)
     check_recovery(got, g, m, 1.0, mixture_mean)
 
 
 def test_calibrate_interpolant_matches_exact_mixture_everywhere():
     eps = np.geomspace(1e-2, 3e2, 40)
     with float64():
-        coeffs, breaks, _ = clap._mixture_inverse(eps, 1.0)
+        coeffs, breaks, _ = analyzer._mixture_inverse(eps, 1.0)
         rng = np.random.default_rng(1)
         for k in range(coeffs.shape[0]):
             x = rng.uniform(-1, 1, 20)
             g = 0.5 * (breaks[k] + breaks[k + 1]) + 0.5 * (breaks[k + 1] - breaks[k]) * x
-            h, _ = clap._chebyshev(jnp.asarray(coeffs[k])[None, :], jnp.asarray(x))
+            h, _ = analyzer._chebyshev(jnp.asarray(coeffs[k])[None, :], jnp.asarray(x))
             exact = np.mean(clap.mean(g[:, None], 2.0 / eps[None, :], 1.0), axis=1)
             np.testing.assert_allclose(g * np.asarray(h), exact, rtol=1e-14, atol=1e-300)
 
@@ -448,12 +450,12 @@ def test_calibrate_interpolant_matches_exact_mixture_everywhere():
 def test_calibrate_is_odd_shape_preserving_and_accepts_float32():
     eps = np.array([0.3, 1.0, 2.0, 8.0])
     m = np.linspace(-0.3, 0.3, 24).reshape(2, 3, 4)
-    got = clap.calibrate(m, eps, 1.0)
+    got = analyzer.calibrate(m, eps, 1.0)
     assert got.shape == (2, 3, 4) and got.dtype == np.float64
-    np.testing.assert_array_equal(clap.calibrate(-m, eps, 1.0), -got)
+    np.testing.assert_array_equal(analyzer.calibrate(-m, eps, 1.0), -got)
     m32 = m.astype(np.float32)
-    np.testing.assert_array_equal(clap.calibrate(m32, eps, 1.0), clap.calibrate(m32.astype(np.float64), eps, 1.0))
-    np.testing.assert_allclose(exact_mixture_mean(clap.calibrate(m32, eps, 1.0), eps, 1.0), m32, rtol=1e-13)
+    np.testing.assert_array_equal(analyzer.calibrate(m32, eps, 1.0), analyzer.calibrate(m32.astype(np.float64), eps, 1.0))
+    np.testing.assert_allclose(exact_mixture_mean(analyzer.calibrate(m32, eps, 1.0), eps, 1.0), m32, rtol=1e-13)
 
 
 def test_calibrate_clips_outside_the_attainable_range_with_one_warning():
@@ -461,20 +463,20 @@ def test_calibrate_clips_outside_the_attainable_range_with_one_warning():
     top = float(exact_mixture_mean(1.0, eps, 1.0))
     m = np.array([0.0, 0.5 * top, top + 0.01, -top - 0.01, 10.0, -0.2])
     with pytest.warns(RuntimeWarning, match="3 of 6 dimensions") as record:
-        got = clap.calibrate(m, eps, 1.0)
+        got = analyzer.calibrate(m, eps, 1.0)
     assert len(record) == 1
     assert np.all(np.isfinite(got))
     np.testing.assert_array_equal(got[[2, 3, 4]], [1.0, -1.0, 1.0])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        clap.calibrate(m[[0, 1, 5]], eps, 1.0)  # nothing clipped: no warning
+        analyzer.calibrate(m[[0, 1, 5]], eps, 1.0)  # nothing clipped: no warning
 
 
 def test_calibrate_traced_observed_mean_matches_concrete():
     eps = np.array([0.5, 1.0, 4.0])
     m = np.array([-0.2, 0.0, 0.1])
-    traced = jax.jit(lambda x: clap.calibrate(x, eps, 1.0))(jnp.asarray(m, jnp.float32))
-    np.testing.assert_allclose(np.asarray(traced), clap.calibrate(m.astype(np.float32), eps, 1.0), rtol=1e-15)
+    traced = jax.jit(lambda x: analyzer.calibrate(x, eps, 1.0))(jnp.asarray(m, jnp.float32))
+    np.testing.assert_allclose(np.asarray(traced), analyzer.calibrate(m.astype(np.float32), eps, 1.0), rtol=1e-15)
 
 
 def test_calibrate_million_dimensions_ten_thousand_budgets():
@@ -482,7 +484,7 @@ def test_calibrate_million_dimensions_ten_thousand_budgets():
     rng = np.random.default_rng(0)
     eps = rng.uniform(0.05, 10.0, 10_000)
     m = np.sort(rng.uniform(-0.5, 0.5, 1_000_000)).astype(np.float32)
-    g = clap.calibrate(m, eps, 1.0)
+    g = analyzer.calibrate(m, eps, 1.0)
     assert np.all(np.abs(g) <= 1.0) and np.all(np.isfinite(g))
     assert np.all(np.diff(g) >= 0)
 
@@ -495,7 +497,7 @@ def test_calibrate_million_dimensions_ten_thousand_budgets():
 def test_sparsify_keeps_top_b_and_pads_with_fresh_dummies():
     d, b, eps, clip = 50, 7, 1.0, 1.0
     values = clap.sample(jax.random.key(7), jnp.linspace(-0.5, 0.5, d), clap.local_scale(eps, clip), clip)
-    out = np.asarray(clap.sparsify(jax.random.key(8), values, eps, clip, b))
+    out = np.asarray(analyzer.sparsify(jax.random.key(8), values, eps, clip, b))
     values = np.asarray(values)
     top = np.argsort(-np.abs(values), kind="stable")[:b]
     rest = np.setdiff1d(np.arange(d), top)
@@ -507,7 +509,7 @@ def test_sparsify_keeps_top_b_and_pads_with_fresh_dummies():
 def test_sparsify_dummies_follow_clip_laplace_at_zero():
     d, b, eps, clip = KS_SAMPLES + 10, 10, 0.7, 0.3
     values = jnp.full((d,), 0.01, jnp.float32).at[:b].set(0.29)  # the first b are the largest
-    out = np.asarray(clap.sparsify(jax.random.key(9), values, eps, clip, b), dtype=np.float64)
+    out = np.asarray(analyzer.sparsify(jax.random.key(9), values, eps, clip, b), dtype=np.float64)
     np.testing.assert_array_equal(out[:b], np.float32(0.29))
     dummies = out[b:]
     lam = float(clap.local_scale(eps, clip))
@@ -519,10 +521,10 @@ def test_sparsify_vmaps_over_users_and_batches():
     keys = jax.random.split(jax.random.key(0), n)
     values = jax.random.uniform(jax.random.key(1), (n, d), minval=-1.0, maxval=1.0)
     eps = jnp.linspace(0.5, 2.0, n)
-    mapped = jax.vmap(lambda k, v, e: clap.sparsify(k, v, e, 1.0, b))(keys, values, eps)
+    mapped = jax.vmap(lambda k, v, e: analyzer.sparsify(k, v, e, 1.0, b))(keys, values, eps)
     for u in range(n):
-        np.testing.assert_array_equal(mapped[u], clap.sparsify(keys[u], values[u], float(eps[u]), 1.0, b))
-    batched = np.asarray(clap.sparsify(jax.random.key(3), values, eps, 1.0, b))
+        np.testing.assert_array_equal(mapped[u], analyzer.sparsify(keys[u], values[u], float(eps[u]), 1.0, b))
+    batched = np.asarray(analyzer.sparsify(jax.random.key(3), values, eps, 1.0, b))
     assert batched.shape == (n, d)
     for u in range(n):
         top = np.argsort(-np.abs(np.asarray(values[u])))[:b]
@@ -535,13 +537,13 @@ def test_sparsify_accepts_samples_clamped_to_clip_in_float32():
     clap.sample(jax.random.key(4), jnp.full(64, clip), 1e-3, clip)  # f = float32(C) is accepted
     values = jnp.linspace(-clip, clip, 64, dtype=jnp.float32)
     assert bool(values[-1] == jnp.float32(clip)) and float(values[-1]) > clip
-    out = clap.sparsify(jax.random.key(5), values, 1.0, clip, 8)
+    out = analyzer.sparsify(jax.random.key(5), values, 1.0, clip, 8)
     assert out.shape == (64,) and bool(jnp.all(jnp.abs(out) <= jnp.float32(clip)))
 
 
 def test_sparsify_b_equal_d_keeps_everything():
     v = jnp.array([0.1, -0.2, 0.3])
-    np.testing.assert_array_equal(clap.sparsify(jax.random.key(0), v, 1.0, 1.0, 3), v)
+    np.testing.assert_array_equal(analyzer.sparsify(jax.random.key(0), v, 1.0, 1.0, 3), v)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -568,28 +570,28 @@ BAD_INPUTS = [
     ("epsilon", lambda: clap.worst_log_ratio(-1.0, 1.0)),
     ("A must be ≥ clip", lambda: clap.worst_log_ratio(1.0, 1.0, A=0.5)),
     ("grid", lambda: clap.worst_log_ratio(1.0, 1.0, grid=1)),
-    ("eps_i", lambda: clap.neighbor_divergence(0.0, 1.0)),
-    ("eps_j", lambda: clap.neighbor_divergence(1.0, -2.0)),
-    ("A must be ≥ clip", lambda: clap.neighbor_divergence(1.0, 1.0, clip=1.0, A=0.9)),
-    ("clip", lambda: clap.neighbor_divergence(1.0, 1.0, clip=0.0)),
-    ("local_epsilons", lambda: clap.echo_probabilities([])),
-    ("local_epsilons", lambda: clap.echo_probabilities([1.0, 0.0])),
-    ("local_epsilons", lambda: clap.echo_probabilities(1.0)),
-    ("local_epsilons", lambda: clap.calibrate([0.1], [], 1.0)),
-    ("local_epsilons", lambda: clap.calibrate([0.1], [1.0, -1.0], 1.0)),
-    ("local_epsilons", lambda: clap.calibrate([0.1], np.ones((2, 2)), 1.0)),
-    ("clip", lambda: clap.calibrate([0.1], [1.0], 0.0)),
-    ("clip", lambda: clap.calibrate([0.1], [1.0], [1.0, 2.0])),
-    ("observed_mean", lambda: clap.calibrate([np.nan], [1.0], 1.0)),
-    ("observed_mean", lambda: clap.calibrate([], [1.0], 1.0)),
-    ("b must be an integer in", lambda: clap.sparsify(KEY, jnp.zeros(4), 1.0, 1.0, 0)),
-    ("b must be an integer in", lambda: clap.sparsify(KEY, jnp.zeros(4), 1.0, 1.0, 5)),
-    ("b must be an integer in", lambda: clap.sparsify(KEY, jnp.zeros(4), 1.0, 1.0, 2.5)),
-    ("local_epsilon", lambda: clap.sparsify(KEY, jnp.zeros(4), 0.0, 1.0, 2)),
-    ("local_epsilon", lambda: clap.sparsify(KEY, jnp.zeros((3, 4)), jnp.ones(2), 1.0, 2)),
-    ("clip", lambda: clap.sparsify(KEY, jnp.zeros(4), 1.0, -1.0, 2)),
-    ("values must lie in", lambda: clap.sparsify(KEY, jnp.array([0.0, 2.0]), 1.0, 1.0, 1)),
-    ("values must have a last axis", lambda: clap.sparsify(KEY, 0.5, 1.0, 1.0, 1)),
+    ("eps_i", lambda: echo.neighbor_divergence(0.0, 1.0)),
+    ("eps_j", lambda: echo.neighbor_divergence(1.0, -2.0)),
+    ("A must be ≥ clip", lambda: echo.neighbor_divergence(1.0, 1.0, clip=1.0, A=0.9)),
+    ("clip", lambda: echo.neighbor_divergence(1.0, 1.0, clip=0.0)),
+    ("local_epsilons", lambda: echo.echo_probabilities([])),
+    ("local_epsilons", lambda: echo.echo_probabilities([1.0, 0.0])),
+    ("local_epsilons", lambda: echo.echo_probabilities(1.0)),
+    ("local_epsilons", lambda: analyzer.calibrate([0.1], [], 1.0)),
+    ("local_epsilons", lambda: analyzer.calibrate([0.1], [1.0, -1.0], 1.0)),
+    ("local_epsilons", lambda: analyzer.calibrate([0.1], np.ones((2, 2)), 1.0)),
+    ("clip", lambda: analyzer.calibrate([0.1], [1.0], 0.0)),
+    ("clip", lambda: analyzer.calibrate([0.1], [1.0], [1.0, 2.0])),
+    ("observed_mean", lambda: analyzer.calibrate([np.nan], [1.0], 1.0)),
+    ("observed_mean", lambda: analyzer.calibrate([], [1.0], 1.0)),
+    ("b must be an integer in", lambda: analyzer.sparsify(KEY, jnp.zeros(4), 1.0, 1.0, 0)),
+    ("b must be an integer in", lambda: analyzer.sparsify(KEY, jnp.zeros(4), 1.0, 1.0, 5)),
+    ("b must be an integer in", lambda: analyzer.sparsify(KEY, jnp.zeros(4), 1.0, 1.0, 2.5)),
+    ("local_epsilon", lambda: analyzer.sparsify(KEY, jnp.zeros(4), 0.0, 1.0, 2)),
+    ("local_epsilon", lambda: analyzer.sparsify(KEY, jnp.zeros((3, 4)), jnp.ones(2), 1.0, 2)),
+    ("clip", lambda: analyzer.sparsify(KEY, jnp.zeros(4), 1.0, -1.0, 2)),
+    ("values must lie in", lambda: analyzer.sparsify(KEY, jnp.array([0.0, 2.0]), 1.0, 1.0, 1)),
+    ("values must have a last axis", lambda: analyzer.sparsify(KEY, 0.5, 1.0, 1.0, 1)),
 ]
 
 
@@ -608,13 +610,13 @@ def test_bad_input_raises_value_error_naming_the_parameter(name, call):
 ])
 def test_calibration_table_bad_input(eps, clip, match):
     with pytest.raises(ValueError, match=match):
-        clap.calibration_table(eps, clip)
+        analyzer.calibration_table(eps, clip)
 
 
 def test_calibrate_with_table_bad_input_and_same_g_as_calibrate():
     eps = np.array([0.5, 1.0, 1.0, 4.0])
-    table = clap.calibration_table(eps, 1.0)
+    table = analyzer.calibration_table(eps, 1.0)
     with pytest.raises(ValueError, match="observed_mean"):
-        clap.calibrate_with_table(np.array([0.01, np.nan]), table)
+        analyzer.calibrate_with_table(np.array([0.01, np.nan]), table)
     m = np.array([-0.01, 0.0, 0.004])
-    np.testing.assert_array_equal(clap.calibrate_with_table(m, table), clap.calibrate(m, eps, 1.0))
+    np.testing.assert_array_equal(analyzer.calibrate_with_table(m, table), analyzer.calibrate(m, eps, 1.0))

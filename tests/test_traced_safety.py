@@ -19,7 +19,7 @@ import pytest
 
 import jaxpriv
 from jaxpriv import _numerics, accounting, calibrate, events, fdp, rdp
-from jaxpriv.mechanisms import clip_laplace, gaussian, laplace, randomized_response, staircase
+from jaxpriv.mechanisms import clip_laplace, echo, gaussian, laplace, randomized_response, staircase
 from jaxpriv.shuffle import bounds, clones
 
 #: The orders of every curve and every DP-SGD ε here, whose assertions (NaN for an invalid traced input, float32
@@ -85,7 +85,7 @@ CALLS = {
     "randomized_response.epsilon": (randomized_response.epsilon, dict(keep=0.6, k=3.0)),
     "randomized_response.rdp": (randomized_response.rdp, dict(epsilon=1.0, orders=ORDERS, k=3.0)),
     "clip_laplace.local_scale": (clip_laplace.local_scale, dict(epsilon=1.0, clip=1.0)),
-    "clip_laplace.neighbor_divergence": (clip_laplace.neighbor_divergence, dict(eps_i=1.0, eps_j=2.0, clip=1.0,
+    "echo.neighbor_divergence": (echo.neighbor_divergence, dict(eps_i=1.0, eps_j=2.0, clip=1.0,
                                                                                 A=1.0)),
     # array arguments (an invalid value replaces their first element) and the mechanisms' moments
     "fdp.compose_gdp": (fdp.compose_gdp, dict(mus=np.array([0.5, 1.0, 2.0]))),
@@ -110,7 +110,7 @@ CALLS = {
     "clip_laplace.cdf": (clip_laplace.cdf, dict(z=0.1, f=0.2, lam=1.5, A=1.0)),
     "clip_laplace.variance": (clip_laplace.variance, dict(f=0.2, lam=1.5, A=1.0)),
     "clip_laplace.mean": (clip_laplace.mean, dict(f=0.2, lam=1.5, A=1.0)),
-    "clip_laplace.echo_probabilities": (clip_laplace.echo_probabilities,
+    "echo.echo_probabilities": (echo.echo_probabilities,
                                         dict(local_epsilons=np.array([0.5, 1.0, 2.0]))),
     "shuffle.apes_echo_sum": (bounds.apes_echo_sum, dict(local_epsilons=np.array([0.5, 1.0, 2.0] * 100))),
     "shuffle.apes_theorem4": (bounds.apes_theorem4, dict(local_epsilons=np.array([0.5, 1.0, 2.0] * 1000),

@@ -9,12 +9,12 @@ over all n users, and the analyzer's calibration needs the round's ε multiset):
 2. **clip** every coordinate to [−C, C] (Alg. 1 "Clip(g_i, −C, C)");
 3. **perturb** every coordinate with CLap(Δ_ik, λ_i = 2C/ε_i, A = C) (:func:`jaxpriv.mechanisms.clip_laplace.
    sample`, Theorem 1: ε_i-LDP per coordinate). S-APES then keeps the b largest |values| and replaces the
-   other d − b by fresh CLap(0, λ_i, C) dummies (:func:`~jaxpriv.mechanisms.clip_laplace.sparsify`, Alg. 2,
+   other d − b by fresh CLap(0, λ_i, C) dummies (:func:`~jaxpriv.mechanisms.clip_laplace_analyzer.sparsify`, Alg. 2,
    λ_i = 2C/ε_i per MATH §4.1);
 4. **shuffle** — the shuffler permutes the n values of each dimension with its own permutation and, with a
    separate permutation, the multiset {ε_i} (:func:`shuffle`);
 5. **analyze** — per dimension the mean of the shuffled values, calibrated with
-   :func:`~jaxpriv.mechanisms.clip_laplace.calibrate` (Eq. 1 inverted for the ε multiset) (:func:`analyze`);
+   :func:`~jaxpriv.mechanisms.clip_laplace_analyzer.calibrate` (Eq. 1 inverted for the ε multiset) (:func:`analyze`);
    the global model moves by the calibrated mean update.
 
 Inside :func:`jaxpriv.federated.simulator.run` the shuffle is not materialised: the analyzer only forms the
@@ -73,7 +73,7 @@ from jax.flatten_util import ravel_pytree
 
 from .. import events
 from .._numerics import check_array
-from ..mechanisms import clip_laplace
+from ..mechanisms import clip_laplace, clip_laplace_analyzer
 from ..shuffle import (
     apes_theorem4,
     clones_epsilon,
@@ -194,16 +194,16 @@ def _perturb(mechanism, key, flat, eps, clip, b):
         return noise.add_noise(noise_key, g, events.Laplace(lam), flat=True)
     z = clip_laplace.sample(noise_key, g, lam, jnp.asarray(clip, g.dtype))
     if b is not None:
-        z = clip_laplace.sparsify(sparse_key, z, eps.astype(z.dtype), clip, b)
+        z = clip_laplace_analyzer.sparsify(sparse_key, z, eps.astype(z.dtype), clip, b)
     return z
 
 
 def _calibrated(mean, table, mechanism):
     """The analyzer's estimate of the clean mean from the per-dimension mean of the shuffled reports
-    (``table``: :func:`jaxpriv.mechanisms.clip_laplace.calibration_table` of the ε multiset and C)."""
+    (``table``: :func:`jaxpriv.mechanisms.clip_laplace_analyzer.calibration_table` of the ε multiset and C)."""
     if mechanism != "clip_laplace":
         return mean  # the Laplace mean is unbiased; Non-Private has nothing to undo
-    return clip_laplace.calibrate_with_table(mean, table).astype(mean.dtype)
+    return clip_laplace_analyzer.calibrate_with_table(mean, table).astype(mean.dtype)
 
 
 def configure(system: str, params, base_update, local_epsilons, clip: float, *, b: int | None = None) -> Configuration:
@@ -259,7 +259,7 @@ def configure(system: str, params, base_update, local_epsilons, clip: float, *, 
     clip_arg = jnp.asarray(clip)
     local = WithNumbers(_local_fn(base_fn, mechanism, b), {"base": base_numbers, "clip": clip_arg})
     # what the shuffled ε list holds (a concrete multiset: the table is built once, on the host)
-    table = clip_laplace.calibration_table(used, clip) if mechanism == "clip_laplace" else None
+    table = clip_laplace_analyzer.calibration_table(used, clip) if mechanism == "clip_laplace" else None
     finalize = WithNumbers(_finalize_fn(mechanism, unravel), {"n": jnp.asarray(float(n)), "table": table})
     return Configuration(system, local, Aggregator(_contribute, finalize), state, d, clip, b)
 
@@ -354,7 +354,7 @@ def analyze(shuffled_reports, shuffled_epsilons, clip: float, mechanism: str = "
     clip = _check_clip(clip)
     mean = reports.mean(axis=0)
     if mechanism == "clip_laplace":
-        return np.asarray(clip_laplace.calibrate(mean, eps, clip))
+        return np.asarray(clip_laplace_analyzer.calibrate(mean, eps, clip))
     return mean
 
 

@@ -5,8 +5,9 @@ mechanism to a common target (UDP-FL); it sits a layer above (it calls the accou
 loaded on first use, and importing a mechanism never loads the calibration code."""
 
 from .._lazy import lazy_attributes
-from . import clip_laplace, gaussian, laplace, randomized_response, staircase
+from . import clip_laplace, clip_laplace_analyzer, echo, gaussian, laplace, randomized_response, staircase
 
-__all__ = ["clip_laplace", "gaussian", "harmonizer", "laplace", "randomized_response", "staircase"]
+__all__ = ["clip_laplace", "clip_laplace_analyzer", "echo", "gaussian", "harmonizer", "laplace", "randomized_response",
+           "staircase"]
 
 __getattr__, __dir__ = lazy_attributes(__name__, {"harmonizer": "harmonizer"})

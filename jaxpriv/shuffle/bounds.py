@@ -39,7 +39,7 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from .._numerics import as_output, check_array, check_broadcastable, check_orders, float64, is_concrete, log_expm1
-from ..mechanisms.clip_laplace import echo_factors_kernel  # the echo probabilities' factors (APES Lemma 4)
+from ..mechanisms.echo import echo_factors_kernel, echo_row_sums  # the echo probabilities (APES Lemma 4)
 
 __all__ = [
     "fmt22_closed_form",
@@ -242,20 +242,10 @@ def _echo_row(e_i, e):
 
 @partial(jax.jit, static_argnames="worst")
 def _echo_sum_kernel(eps, target, worst):
-    """S = Σ_{i≠t} Σ_j p_ij / n in O(n log n), rounded down by its summation error bound.
-
-    After sorting ε ascending, p_ij = f_i·b_j for j < i (there max = ε_i) and p_ij = a_i·g_j for j > i
-    (max = ε_j); ties give the same value either way. So R_i = f_i·Σ_{j<i} b_j + e^{−ε_i} +
-    a_i·Σ_{j>i} g_j, two exclusive prefix sums.
-    """
+    """S = Σ_{i≠t} Σ_j p_ij / n in O(n log n) (the rows of :func:`~jaxpriv.mechanisms.echo.echo_row_sums`),
+    rounded down by its summation error bound."""
     n = eps.shape[-1]
-    e = jnp.sort(eps, axis=-1)
-    a, b, f, g = echo_factors_kernel(e)
-    zeros = jnp.zeros(e.shape[:-1] + (1,), e.dtype)
-    below = jnp.concatenate([zeros, jnp.cumsum(b, axis=-1)[..., :-1]], axis=-1)  # Σ_{j<i} b_j
-    g_rev = jnp.cumsum(jnp.flip(g, axis=-1), axis=-1)
-    above = jnp.concatenate([jnp.flip(g_rev, axis=-1)[..., 1:], zeros], axis=-1)  # Σ_{j>i} g_j
-    rows = f * below + jnp.exp(-e) + a * above
+    rows = echo_row_sums(jnp.sort(eps, axis=-1))
     total = jnp.sum(rows, axis=-1)
     if worst:
         excluded = jnp.max(rows, axis=-1)  # worst target: the user whose own row is largest

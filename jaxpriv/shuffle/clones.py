@@ -52,18 +52,35 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+from scipy.special import expit
 
 from .._batching import map_chunked, power_of_two, static_size
 from .._numerics import (as_output, check_array, check_broadcastable, float64, is_concrete, log1mexp, log_expm1,
                          solve_monotone)
 
-__all__ = ["clones_delta", "clones_epsilon", "CLONES"]
+__all__ = ["clones_delta", "clones_epsilon", "CLONES", "gspa_clone_probabilities"]
 
 #: Clone probability models: name → description.
 CLONES = {
     "fmt22": "c = e^{-ε₀} (Feldman, McMillan, Talwar 2021/22, 'Hiding among the clones'): any ε₀-DP randomizer",
     "strong": "c = 2/(e^{ε₀}+1) (FMT23 'stronger clones' / GSPA Lemma 1): the restricted class of the FMT23 erratum",
 }
+
+def gspa_clone_probabilities(local_epsilons, local_deltas=0.0) -> np.ndarray:
+    """p_i = 2(1 − δ_i)/(1 + e^{ε_i}), the GSPA / E-APES clone probability of an (ε_i, δ_i)-LDP user (GSPA,
+    seed 003, Theorem 1 / Lemma 1; E-APES, seed 001, Lemma 2, Eq. 9; MATH §3.1, §3.3): user i's output
+    is a mixture with weight (1 − δ_i)/(1 + e^{ε_i}) on each of the target's two components. Evaluated
+    as 2(1 − δ_i)·expit(−ε_i), which neither overflows nor cancels; numpy, no validation (ε_i ≥ 0,
+    δ_i ∈ [0, 1)). The one implementation behind :func:`jaxpriv.shuffle.multinomial.clone_probabilities`
+    and the GSPA model of :mod:`jaxpriv.shuffle.personalized`.
+
+    Example:
+      >>> from jaxpriv.shuffle.clones import gspa_clone_probabilities
+      >>> round(float(gspa_clone_probabilities(1.0, 1e-3)), 6)
+      0.537345
+    """
+    return 2.0 * (1.0 - np.asarray(local_deltas, np.float64)) * expit(-np.asarray(local_epsilons, np.float64))
+
 
 _LOG_2PI = math.log(2.0 * math.pi)
 _LOG2 = math.log(2.0)

@@ -48,12 +48,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.scipy.special import ndtr, ndtri
-from scipy.special import expit
 
 from .. import fdp
 from .._batching import map_chunked, static_size
 from .._numerics import bisect_floats, check_array, check_broadcastable, float64
-from .clones import log_half_pmf
+from .clones import gspa_clone_probabilities, log_half_pmf
 from .poisson_binomial import poisson_binomial_logpmf
 
 __all__ = [
@@ -109,7 +108,7 @@ def clone_probabilities(local_epsilons, local_deltas=None) -> np.ndarray:
 
     Source: GSPA (seed 003) Theorem 1 / Lemma 1 and E-APES (seed 001) Lemma 2, Eq. (9): user i's
     output is a mixture with weight (1 − δ_i)/(1 + e^{ε_i}) on each of the target's two components.
-    Evaluated as 2(1 − δ_i)·expit(−ε_i), which neither overflows nor cancels.
+    Validates its inputs, then :func:`jaxpriv.shuffle.clones.gspa_clone_probabilities`.
 
     Args:
         local_epsilons: ε_i ≥ 0 (array-like).
@@ -134,7 +133,7 @@ def clone_probabilities(local_epsilons, local_deltas=None) -> np.ndarray:
         raise ValueError(
             f"shapes do not broadcast together: local_epsilons {eps.shape}, local_deltas {dl.shape}"
         ) from None
-    return 2.0 * (1.0 - dl) * expit(-eps)
+    return gspa_clone_probabilities(eps, dl)
 
 
 class LatticeLaw(NamedTuple):

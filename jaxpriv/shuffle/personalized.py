@@ -67,7 +67,7 @@ import numpy as np
 
 from .._batching import power_of_two
 from .._numerics import as_output, check_array, float64
-from ..mechanisms.clip_laplace import echo_factors_kernel
+from ..mechanisms.echo import echo_row_sums
 from . import clones as _clones
 from .poisson_binomial import leave_one_out_windows
 
@@ -97,11 +97,7 @@ def _apes_clone_probabilities(eps):
     n = eps.size
     order = np.argsort(eps, kind="stable")
     with float64():
-        e = jnp.asarray(eps[order])
-        a, b, f, g = echo_factors_kernel(e)
-        below = jnp.concatenate([jnp.zeros(1), jnp.cumsum(b)[:-1]])
-        above = jnp.concatenate([jnp.cumsum(g[::-1])[::-1][1:], jnp.zeros(1)])
-        rows = np.asarray(f * below + jnp.exp(-e) + a * above)
+        rows = np.asarray(echo_row_sums(jnp.asarray(eps[order])))
     out = np.empty(n)
     out[order] = rows / n * (1.0 - (2.0 * n + 32.0) * _EPS)
     return np.minimum(out, 1.0)
@@ -125,7 +121,7 @@ def clone_probabilities(local_epsilons, model: str, local_deltas=None, *, grid_r
 
 def _clone_probabilities(eps, model, deltas, grid_rtol, max_groups):
     if model == "gspa":
-        c = np.minimum(2.0 * (1.0 - deltas) * np.exp(-np.logaddexp(0.0, eps)), 1.0)
+        c = np.minimum(_clones.gspa_clone_probabilities(eps, deltas), 1.0)
     else:
         c = _apes_clone_probabilities(eps)
     if np.unique(c).size > max_groups:
