@@ -13,6 +13,7 @@ from scipy.stats import multivariate_normal
 
 from jaxpriv import fdp
 from jaxpriv.shuffle import multinomial as M
+from jaxpriv.shuffle import eapes as E
 
 
 @pytest.fixture(autouse=True)
@@ -246,15 +247,15 @@ def test_eq14_against_brute_force():
 
 def test_mu_reference():
     p = M.clone_probabilities(np.ones(9999))
-    assert abs(float(M.eapes_mu(p)) - 0.027271) < 5e-7  # MATH §3.3
+    assert abs(float(E.eapes_mu(p)) - 0.027271) < 5e-7  # MATH §3.3
 
 
 def test_tradeoff_properties():
     p = M.clone_probabilities(np.full(999, 0.5))
-    mu = float(M.eapes_mu(p))
+    mu = float(E.eapes_mu(p))
     a = np.linspace(0, 1, 2001)
     for tau, dm in [(0.0, 0.0), (0.003, 0.0), (0.02, 1e-3), (0.5, 0.1)]:
-        t = M.eapes_tradeoff(a, p, tau, dm)
+        t = E.eapes_tradeoff(a, p, tau, dm)
         assert np.all(t <= 1 - a + 1e-15) and np.all(t >= 0)
         assert np.all(np.diff(t) <= 1e-15)
         if tau == 0 and dm == 0:
@@ -265,7 +266,7 @@ def test_tradeoff_properties():
 
 def numeric_conjugate_delta(p, tau, eps):
     """sup_α [1 − g(α) − e^ε α] on a fine α grid (g: the pure trade-off bound), a lower estimate."""
-    mu = float(M.eapes_mu(p))
+    mu = float(E.eapes_mu(p))
     a = np.concatenate([np.geomspace(1e-14, 1e-3, 20001), np.linspace(1e-3, 1, 200001)])
     g = np.maximum(np.asarray(fdp.gaussian_tradeoff(mu, np.minimum(a + tau, 1.0))) - tau, 0.0)
     return np.max(1 - g - math.exp(eps) * a)
@@ -273,44 +274,44 @@ def numeric_conjugate_delta(p, tau, eps):
 
 def test_delta_curve_bounds_and_monotone():
     p = M.clone_probabilities(np.full(2999, 1.0))
-    mu = float(M.eapes_mu(p))
+    mu = float(E.eapes_mu(p))
     tau = float(M.lattice_gaussian_tv(p))
     eps = np.linspace(0, 1.0, 101)
     for dm in (0.0, 1e-6):
-        d = M.eapes_delta(p, tau, dm, eps)
+        d = E.eapes_delta(p, tau, dm, eps)
         gd = np.asarray(fdp.gdp_delta(mu, eps))
         assert np.all(d >= gd)  # looser than pure GDP
         assert np.all(d <= dm + (1 - dm) * (gd + (1 + np.exp(eps)) * tau) + 1e-13)
         assert np.all(np.diff(d) <= 0)
     for e in (0.0, 0.05, 0.1, 0.2, 0.5, 2.0, 5.0):
         exact = numeric_conjugate_delta(p, tau, e)
-        got = float(M.eapes_delta(p, tau, 0.0, e))
+        got = float(E.eapes_delta(p, tau, 0.0, e))
         assert got >= exact - 1e-15  # never below the conversion of the trade-off
         assert got - exact <= 1e-6  # and it is that conversion (the grid is the only gap)
     # the floor: δ never below 1 + τ − G_μ(τ)
     floor = 1 + tau - float(fdp.gaussian_tradeoff(mu, tau))
-    assert float(M.eapes_delta(p, tau, 0.0, 50.0)) >= floor
+    assert float(E.eapes_delta(p, tau, 0.0, 50.0)) >= floor
 
 
 def test_epsilon_inverse():
     p = M.clone_probabilities(np.full(9999, 1.0))
-    mu = float(M.eapes_mu(p))
+    mu = float(E.eapes_mu(p))
     tau = 0.0017
     deltas = np.array([0.5, 0.012, 0.008, 0.006, 0.0045, 0.004])
-    eps = M.eapes_epsilon(p, tau, 1e-6, deltas)
+    eps = E.eapes_epsilon(p, tau, 1e-6, deltas)
     assert np.all(np.isfinite(eps)) and np.all(np.diff(eps) >= 0)
     assert eps[0] == 0.0 and np.all(eps[1:] > 0)
-    back = M.eapes_delta(p, tau, 1e-6, eps)
+    back = E.eapes_delta(p, tau, 1e-6, eps)
     assert np.all(back <= deltas)
     pos = eps > 0
-    below = M.eapes_delta(p, tau, 1e-6, eps[pos] * (1 - 1e-9))
+    below = E.eapes_delta(p, tau, 1e-6, eps[pos] * (1 - 1e-9))
     assert np.all(below > deltas[pos])
     assert np.all(eps >= np.asarray(fdp.gdp_epsilon(mu, deltas)))
     # below the floor no finite ε is certified
-    floor = float(M.eapes_delta(p, tau, 1e-6, 60.0))
-    assert np.isinf(M.eapes_epsilon(p, tau, 1e-6, floor * 0.99))
+    floor = float(E.eapes_delta(p, tau, 1e-6, 60.0))
+    assert np.isinf(E.eapes_epsilon(p, tau, 1e-6, floor * 0.99))
     # τ = 0, δ_max = 0 is plain GDP
-    e0 = float(M.eapes_epsilon(p, 0.0, 0.0, 1e-6))
+    e0 = float(E.eapes_epsilon(p, 0.0, 0.0, 1e-6))
     assert abs(e0 - float(fdp.gdp_epsilon(mu, 1e-6))) <= 1e-9 * e0
 
 
@@ -318,11 +319,11 @@ def test_end_to_end_n1e4():
     p = M.clone_probabilities(np.full(9999, 1.0))
     tau = float(M.lattice_gaussian_tv(p))
     # δ(0) ≈ 0.0144: a δ of 0.05 needs no ε at all; 0.005 needs a small positive ε
-    assert float(M.eapes_epsilon(p, tau, 0.0, 0.05)) == 0.0
-    eps = float(M.eapes_epsilon(p, tau, 0.0, 0.005))
+    assert float(E.eapes_epsilon(p, tau, 0.0, 0.05)) == 0.0
+    eps = float(E.eapes_epsilon(p, tau, 0.0, 0.005))
     assert 0 < eps < 1
     # but with τ ≈ 1.8e-3 the δ floor 1 + τ − G_μ(τ) ≈ 3.7e-3 rules out small δ altogether
-    assert np.isinf(M.eapes_epsilon(p, tau, 0.0, 1e-6))
+    assert np.isinf(E.eapes_epsilon(p, tau, 0.0, 1e-6))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -342,14 +343,14 @@ def test_end_to_end_n1e4():
         (lambda: M.gspa_eq14([]), "p"),
         (lambda: M.clone_probabilities(-1.0), "local_epsilons"),
         (lambda: M.clone_probabilities(1.0, 1.0), "local_deltas"),
-        (lambda: M.eapes_tradeoff(1.5, [0.5], 0.1, 0.0), "alpha"),
-        (lambda: M.eapes_tradeoff(0.5, [0.5], 1.1, 0.0), "tau"),
-        (lambda: M.eapes_tradeoff(0.5, [0.5], -0.1, 0.0), "tau"),
-        (lambda: M.eapes_tradeoff(0.5, [0.5], 0.1, 1.0), "delta_max"),
-        (lambda: M.eapes_delta([0.5], 0.1, 0.0, -1.0), "epsilon"),
-        (lambda: M.eapes_epsilon([0.5], 0.1, 0.0, 0.0), "delta"),
-        (lambda: M.eapes_epsilon([0.5], 0.1, 0.0, 1.0), "delta"),
-        (lambda: M.eapes_epsilon([], 0.1, 0.0, 0.5), "p"),
+        (lambda: E.eapes_tradeoff(1.5, [0.5], 0.1, 0.0), "alpha"),
+        (lambda: E.eapes_tradeoff(0.5, [0.5], 1.1, 0.0), "tau"),
+        (lambda: E.eapes_tradeoff(0.5, [0.5], -0.1, 0.0), "tau"),
+        (lambda: E.eapes_tradeoff(0.5, [0.5], 0.1, 1.0), "delta_max"),
+        (lambda: E.eapes_delta([0.5], 0.1, 0.0, -1.0), "epsilon"),
+        (lambda: E.eapes_epsilon([0.5], 0.1, 0.0, 0.0), "delta"),
+        (lambda: E.eapes_epsilon([0.5], 0.1, 0.0, 1.0), "delta"),
+        (lambda: E.eapes_epsilon([], 0.1, 0.0, 0.5), "p"),
         (lambda: M.lattice_logpmf([0.5, 0.5], log_pmf_count=[0.0, 0.0, 0.0, 0.0]), "log_pmf_count"),
     ],
 )
@@ -430,15 +431,15 @@ def test_eapes_delta_and_epsilon_equal_direct_scipy():
     from scipy.optimize import brentq
 
     p = M.clone_probabilities(np.full(4999, 0.8), 1e-5)
-    mu = float(M.eapes_mu(p))
+    mu = float(E.eapes_mu(p))
     eps = np.linspace(0.0, 2.0, 41)
     for tau, dm in [(0.0, 0.0), (1e-3, 0.0), (2e-3, 1e-6), (0.05, 1e-3)]:
         want = numpy_eapes_delta(mu, tau, dm, eps)
-        got = M.eapes_delta(p, tau, dm, eps)
+        got = E.eapes_delta(p, tau, dm, eps)
         # the direct Φ difference has an absolute rounding error of a few 1e-17 (here δ goes down to 1e-60)
         assert np.all(got >= want - 1e-16) and np.all(got <= want * (1 + 1e-12) + 1e-16)
         for delta in (0.3, 0.02, 4e-3, 1e-4):
-            e = float(M.eapes_epsilon(p, tau, dm, delta))
+            e = float(E.eapes_epsilon(p, tau, dm, delta))
             gap = lambda x: numpy_eapes_delta(mu, tau, dm, x) - delta
             if gap(0.0) <= 0:
                 assert e == 0.0
@@ -457,12 +458,12 @@ def test_sweep_reuses_compiled_programs():
     p2 = rng.uniform(0.45, 0.55, 2060)
     M.lattice_gaussian_tv(p1)
     M.gspa_eq14(p1)
-    M.eapes_epsilon(p1, 1e-3, 0.0, [1e-2, 1e-3, 1e-4])
-    sizes = (M._window_kernel._cache_size(), M._epsilon_jit._cache_size())
+    E.eapes_epsilon(p1, 1e-3, 0.0, [1e-2, 1e-3, 1e-4])
+    sizes = (M._window_kernel._cache_size(), E._epsilon_jit._cache_size())
     assert M.lattice_gaussian_tv(p2, return_parts=True)[1]["window"] != M.lattice_gaussian_tv(p1, return_parts=True)[1]["window"]
     M.gspa_eq14(p2)
-    M.eapes_epsilon(p2, 2e-3, 1e-6, [5e-2, 1e-2, 1e-3, 1e-4, 1e-5])
-    assert (M._window_kernel._cache_size(), M._epsilon_jit._cache_size()) == sizes
+    E.eapes_epsilon(p2, 2e-3, 1e-6, [5e-2, 1e-2, 1e-3, 1e-4, 1e-5])
+    assert (M._window_kernel._cache_size(), E._epsilon_jit._cache_size()) == sizes
 
 
 @pytest.mark.parametrize(

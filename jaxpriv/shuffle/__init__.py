@@ -5,8 +5,8 @@
 Theorem 4 (O(n log n)), S-APES Proposition 1, GSPA μ, the simplified Girgis RDP (MATH §1.6, §3.2-3.3).
 :mod:`jaxpriv.shuffle.personalized` — personalized budgets: worst-case and per-user central ε (GSPA and
 APES/EoN clone models) on the exact sum, with C a Poisson-binomial (:mod:`.poisson_binomial`).
-:mod:`jaxpriv.shuffle.multinomial` — the 2-D lattice law, its TV distance to the matched Gaussian and the
-E-APES trade-off / (ε, δ) curve (MATH §3.3).
+:mod:`jaxpriv.shuffle.multinomial` — the 2-D lattice law and its TV distance to the matched Gaussian;
+:mod:`jaxpriv.shuffle.eapes` — the E-APES trade-off / (ε, δ) curve with that computed τ (MATH §3.3).
 :mod:`jaxpriv.shuffle.estimators` — GSPA's personalized mean and frequency estimators (Alg. 1-2).
 :mod:`jaxpriv.shuffle.rounds` — many rounds: the exact pair composed by PLD beside the seeds' compositions.
 :mod:`jaxpriv.shuffle.budgets` — budget distributions (uniform, clipped Gaussian, levels, CSV).
@@ -23,7 +23,7 @@ _HOMES = {
     "clones_delta": "clones", "clones_epsilon": "clones",
     "personalized_epsilon": "personalized",
     "poisson_binomial_logpmf": "poisson_binomial",
-    "lattice_gaussian_tv": "multinomial", "gspa_eq14": "multinomial", "eapes_epsilon": "multinomial",
+    "lattice_gaussian_tv": "multinomial", "gspa_eq14": "multinomial", "eapes_epsilon": "eapes",
     "mean_estimation": "estimators", "frequency_estimation": "estimators", "Estimate": "estimators",
     "rounds_epsilon": "rounds", "rounds_summary": "rounds",
 }
