@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 
 from . import __version__, accounting, calibrate, events, fdp, rdp
-from .accountant import dpsgd_epsilon
+from .accounting.dpsgd import dpsgd_epsilon
 
 __all__ = [
     "ORDER_SETS",

@@ -12,7 +12,7 @@ import pytest
 
 import jaxpriv
 from jaxpriv import rdp
-from jaxpriv.accountant import Accountant, Composed, Gaussian, Laplace, PoissonSampled, SelfComposed, Staircase
+from jaxpriv.accounting.ledger import Accountant, Composed, Gaussian, Laplace, PoissonSampled, SelfComposed, Staircase
 from jaxpriv.mechanisms import staircase
 
 dp_accounting = pytest.importorskip("dp_accounting")

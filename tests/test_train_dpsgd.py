@@ -20,7 +20,7 @@ import jaxpriv
 from jaxpriv import accounting, calibrate, rdp
 from jaxpriv._numerics import derive_seeds
 from jaxpriv.report import plot_learning_curve
-from jaxpriv.accountant import Accountant, Gaussian, PoissonSampled, SelfComposed
+from jaxpriv.accounting.ledger import Accountant, Gaussian, PoissonSampled, SelfComposed
 from jaxpriv.train import data, dpsgd, models, noise
 from jaxpriv.train.dpsgd import DPSGDConfig, GroupAccountant, plan_privacy, train
 from jaxpriv.train.sampling import PoissonSampler
