@@ -180,7 +180,7 @@ def test_a_second_train_with_another_epsilon_compiles_nothing(cancer):
     assert lowered >= 1 and first.new_programs == 1 and first.compiled_steps == len(first.buckets) == 1
     again = dataclasses.replace(config, epsilon=8.0, clip_norm=0.3, seed=1)
     second, lowered = _lowered_by(lambda: dpsgd.train(model(), sgd, cancer, again, progress=False))
-    assert second.plan.sigma[0] < first.plan.sigma[0] and second.epsilon <= 8.0
+    assert second.plan.noise_parameter[0] < first.plan.noise_parameter[0] and second.epsilon <= 8.0
     assert lowered == 0, f"{lowered} programs lowered by the second run"
     assert second.new_programs == 0 and second.compiled_steps == len(second.buckets) == 1
     # an optimizer built again with the same numbers is the same structure; another learning rate is not

@@ -84,10 +84,10 @@ def test_plan_target_epsilon_calibrates_sigma():
     plan = plan_privacy(config, 1000)
     assert plan.steps_per_epoch == 20 and plan.total_steps == 100
     q = 50 / 1000
-    assert plan.sigma[0] == calibrate.noise_multiplier(2.0, q, 100, DELTA)
+    assert plan.noise_parameter[0] == calibrate.noise_multiplier(2.0, q, 100, DELTA)
     assert plan.rate[0] == q and plan.expected_batch_size == pytest.approx(50.0, rel=1e-15)
-    assert plan.noise_std == plan.sigma[0] * 1.0
-    eps = jaxpriv.dpsgd_epsilon(q, plan.sigma[0], 100, DELTA)
+    assert plan.noise_std == plan.noise_parameter[0] * 1.0
+    eps = jaxpriv.dpsgd_epsilon(q, plan.noise_parameter[0], 100, DELTA)
     assert eps <= 2.0 and eps == pytest.approx(2.0, rel=1e-8)
 
 
@@ -101,7 +101,7 @@ def test_plan_target_epsilon_with_sigma_calibrates_the_rate():
 
 def test_plan_fixed_sigma_has_no_budget():
     plan = plan_privacy(DPSGDConfig(epochs=2, batch_size=10, noise_multiplier=1.2), 100)
-    assert plan.budget[0] == np.inf and plan.sigma[0] == 1.2 and plan.rate[0] == 0.1
+    assert plan.budget[0] == np.inf and plan.noise_parameter[0] == 1.2 and plan.rate[0] == 0.1
 
 
 def _levels(n, values=(1.0, 2.0, 4.0)):
@@ -111,11 +111,11 @@ def _levels(n, values=(1.0, 2.0, 4.0)):
 def test_plan_sample_mode_idp_sgd():
     n, config = 600, DPSGDConfig(epochs=4, batch_size=30, delta=DELTA, budgets=_levels(600), personalization="sample")
     plan = plan_privacy(config, n)
-    assert plan.budget.tolist() == [1.0, 2.0, 4.0] and np.all(plan.sigma == plan.sigma[0])
+    assert plan.budget.tolist() == [1.0, 2.0, 4.0] and np.all(plan.noise_parameter == plan.noise_parameter[0])
     steps = plan.total_steps
     # every group's rate is the exact inverse at the shared σ, and its ε ≤ its budget
-    np.testing.assert_array_equal(plan.rate, calibrate.sampling_rate(plan.budget, plan.sigma[0], steps, DELTA))
-    eps = np.asarray(jaxpriv.dpsgd_epsilon(plan.rate, plan.sigma, steps, DELTA))
+    np.testing.assert_array_equal(plan.rate, calibrate.sampling_rate(plan.budget, plan.noise_parameter[0], steps, DELTA))
+    eps = np.asarray(jaxpriv.dpsgd_epsilon(plan.rate, plan.noise_parameter, steps, DELTA))
     assert np.all(eps <= plan.budget) and np.allclose(eps, plan.budget, rtol=1e-7)
     # σ is such that the mean rate is the batch rate B/N: the expected batch size is B
     assert plan.expected_batch_size == pytest.approx(30.0, rel=1e-8)
@@ -127,7 +127,7 @@ def test_plan_sample_mode_with_fixed_sigma_is_rpdp_rates():
     config = DPSGDConfig(epochs=4, batch_size=30, delta=DELTA, budgets=_levels(600), noise_multiplier=1.3)
     plan = plan_privacy(config, 600)
     np.testing.assert_array_equal(plan.rate, calibrate.sampling_rate(plan.budget, 1.3, plan.total_steps, DELTA))
-    assert np.all(plan.sigma == 1.3)
+    assert np.all(plan.noise_parameter == 1.3)
 
 
 def test_plan_scale_mode_idp_sgd():
@@ -136,12 +136,12 @@ def test_plan_scale_mode_idp_sgd():
     plan = plan_privacy(config, n)
     q, steps = 30 / n, plan.total_steps
     assert np.all(plan.rate == q)
-    np.testing.assert_array_equal(plan.sigma, calibrate.noise_multiplier(plan.budget, q, steps, DELTA))
+    np.testing.assert_array_equal(plan.noise_parameter, calibrate.noise_multiplier(plan.budget, q, steps, DELTA))
     # one noise for all: σ_g · C_g is the same std for every group, and the mean clip norm is C
-    np.testing.assert_allclose(plan.sigma * plan.clip, plan.noise_std, rtol=1e-14)
+    np.testing.assert_allclose(plan.noise_parameter * plan.clip, plan.noise_std, rtol=1e-14)
     assert plan.record_clip.mean() == pytest.approx(clip, rel=1e-12)
     assert np.all(np.diff(plan.clip) > 0)  # larger budgets get larger clip norms
-    eps = np.asarray(jaxpriv.dpsgd_epsilon(plan.rate, plan.sigma, steps, DELTA))
+    eps = np.asarray(jaxpriv.dpsgd_epsilon(plan.rate, plan.noise_parameter, steps, DELTA))
     assert np.all(eps <= plan.budget)
 
 
@@ -266,13 +266,13 @@ def test_training_stops_when_the_budget_is_spent(monkeypatch):
     d = data.load("breast_cancer", seed=0)
     config = DPSGDConfig(epochs=3, batch_size=40, noise_multiplier=1.0, delta=DELTA)
     plan = plan_privacy(config, d.n_train)
-    budget = float(GroupAccountant(plan.rate, plan.sigma, DELTA).epsilon(plan.steps_per_epoch + 4)[0])
+    budget = float(GroupAccountant(plan.rate, plan.noise_parameter, DELTA).epsilon(plan.steps_per_epoch + 4)[0])
     monkeypatch.setattr(dpsgd, "plan_privacy", lambda c, n, dimension=None: dataclasses.replace(plan, budget=np.array([budget])))
     result = train(dpsgd.MLP(30, (8,), 2, rngs=nnx.Rngs(0)), optax.sgd(0.2), d, config, progress=False)
     assert result.stopped == "budget"
     assert result.steps == plan.steps_per_epoch + 4  # the last affordable step, not one more
     assert result.epsilon <= budget
-    assert GroupAccountant(plan.rate, plan.sigma, DELTA).epsilon(result.steps + 1)[0] > budget
+    assert GroupAccountant(plan.rate, plan.noise_parameter, DELTA).epsilon(result.steps + 1)[0] > budget
     assert len(result.history) == 2
 
 
@@ -570,14 +570,14 @@ def test_laplace_plan_calibrates_b_with_the_harmonizer():
     config = DPSGDConfig(epochs=4, batch_size=50, epsilon=2.0, delta=DELTA, mechanism="laplace", clip_norm=0.5)
     plan = plan_privacy(config, 1000)
     assert plan.mechanism == "laplace" and plan.mode == "b for ε"
-    b = float(plan.sigma[0])
+    b = float(plan.noise_parameter[0])
     want = float(harmonizer.harmonize("laplace", 2.0, DELTA, q=0.05, rounds=plan.total_steps).scale)
     assert b == pytest.approx(want, rel=1e-9)
-    eps = GroupAccountant(plan.rate, plan.sigma, DELTA, mechanism="laplace").epsilon(plan.total_steps)[0]
+    eps = GroupAccountant(plan.rate, plan.noise_parameter, DELTA, mechanism="laplace").epsilon(plan.total_steps)[0]
     assert eps <= 2.0 and eps == pytest.approx(2.0, rel=1e-8)
     assert plan.noise_std == pytest.approx(b * 0.5)  # the Laplace scale on the sum: b·C
     fixed = plan_privacy(DPSGDConfig(epochs=1, batch_size=50, noise_multiplier=3.0, mechanism="laplace"), 1000)
-    assert fixed.mode == "fixed b" and fixed.sigma[0] == 3.0 and np.isinf(fixed.budget[0])
+    assert fixed.mode == "fixed b" and fixed.noise_parameter[0] == 3.0 and np.isinf(fixed.budget[0])
 
 
 def test_laplace_noise_scale_of_the_steps():
@@ -612,7 +612,7 @@ def test_staircase_needs_the_dimension_and_is_accounted_over_it():
         plan_privacy(DPSGDConfig(epsilon=1.0, mechanism="staircase"), 1000)
     plan = plan_privacy(DPSGDConfig(epochs=2, batch_size=50, epsilon=2.0, delta=DELTA, mechanism="staircase"),
                         1000, dimension=650)
-    eps0, q, steps = float(plan.sigma[0]), float(plan.rate[0]), plan.total_steps
+    eps0, q, steps = float(plan.noise_parameter[0]), float(plan.rate[0]), plan.total_steps
     orders = rdp.DEFAULT_ORDERS
     # the per-coordinate curve over d = 650 (the 1-D curve would not be a bound: staircase.rdp_shift is concave)
     curve = rdp.subsampled(q, lambda a: staircase.rdp_l1(eps0, 650, orders=a), orders)

@@ -184,8 +184,6 @@ def as_dataset(data, loss: str = "cross_entropy"):
     ``(x, y, x_test, y_test)`` of numpy or JAX arrays (without a test set, the training arrays are also
     the evaluation set). Raises ValueError naming the first array with a wrong shape or labels. Also used
     by :mod:`jaxpriv.train.private`."""
-    from .data import Dataset
-
     if loss not in LOSSES:
         raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
     if isinstance(data, (tuple, list)):

@@ -131,7 +131,7 @@ class TrainResult:
                      "clip_norm": float(cl), "epsilon": float(e)}
                     for b, c, q, s, cl, e in zip(self.plan.budget, np.bincount(self.plan.group_of_record,
                                                                                 minlength=self.plan.budget.size),
-                                                 self.plan.rate, self.plan.sigma, self.plan.clip, self.group_epsilon)
+                                                 self.plan.rate, self.plan.noise_parameter, self.plan.clip, self.group_epsilon)
                 ],
             },
             "history": [dataclasses.asdict(r) for r in self.history],
@@ -368,7 +368,9 @@ def train(
         plan = plan_privacy(config, n, dimension)
     else:
         meta, arrays = saved
-        plan = PrivacyPlan(**meta["plan"], **{k[len("plan_"):]: arrays[k] for k in arrays if k.startswith("plan_")})
+        renamed = {"sigma": "noise_parameter"}  # checkpoints written before the rename
+        plan = PrivacyPlan(**meta["plan"], **{renamed.get(k[len("plan_"):], k[len("plan_"):]): arrays[k]
+                                              for k in arrays if k.startswith("plan_")})
     sampler_seed, noise_seed, loss_seed = derive_seeds(config.seed, 3)  # sampler, noise, loss keys
     sampler = trainer_sampler(plan.record_rates, sampler_seed, plan.total_steps)
     block = sample_block_size(n)
@@ -377,7 +379,7 @@ def train(
     tx = optax.chain(noise, optimizer)  # the state's layout; the step takes the noise's numbers as arguments
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     opt_state = tx.init(params)
-    accountant = GroupAccountant(plan.rate, plan.sigma, config.delta, orders=config.orders, mechanism=plan.mechanism,
+    accountant = GroupAccountant(plan.rate, plan.noise_parameter, config.delta, orders=config.orders, mechanism=plan.mechanism,
                                  dimension=plan.dimension)
     history: list[EpochRecord] = []
     start_epoch = 0

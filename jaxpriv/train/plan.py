@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 
 import jax.numpy as jnp
 import numpy as np
@@ -63,10 +64,11 @@ class PrivacyPlan:
     """What the trainer runs and the accountant accounts, fixed before training.
 
     Records are partitioned into groups g (``group_of_record``) sharing a rate ``rate[g]``, a noise
-    multiplier ``sigma[g]``, a clip norm ``clip[g]`` and a budget ``budget[g]`` (inf when none). The
-    noise added to the clipped sum has scale ``noise_std`` = sigma[g]·clip[g] for every g, and the sum is
-    divided by ``expected_batch_size`` = Σ_i q_i. With ``mechanism == "laplace"``, ``sigma`` is the
-    Laplace scale per unit L1 sensitivity b and ``noise_std`` the Laplace scale b·C (not a std).
+    parameter ``noise_parameter[g]`` (the mechanism's: noise multiplier σ, Laplace scale b per unit L1
+    sensitivity, or the staircase's ε₀), a clip norm ``clip[g]`` and a budget ``budget[g]`` (inf when none).
+    The noise added to the clipped sum has scale ``noise_std`` = noise_parameter[g]·clip[g] for every g
+    (for Laplace the scale b·C, not a std), and the sum is divided by ``expected_batch_size`` = Σ_i q_i.
+    ``sigma`` is the deprecated name of ``noise_parameter`` (it held b or ε₀ for the other mechanisms).
     """
 
     mode: str
@@ -75,12 +77,18 @@ class PrivacyPlan:
     group_of_record: np.ndarray
     budget: np.ndarray
     rate: np.ndarray
-    sigma: np.ndarray
+    noise_parameter: np.ndarray
     clip: np.ndarray
     noise_std: float
     expected_batch_size: float
     mechanism: str = "gaussian"
     dimension: int = 1
+
+    @property
+    def sigma(self) -> np.ndarray:
+        """Deprecated: :attr:`noise_parameter` (σ only for the Gaussian mechanism)."""
+        warnings.warn("PrivacyPlan.sigma is now PrivacyPlan.noise_parameter", DeprecationWarning, stacklevel=2)
+        return self.noise_parameter
 
     @property
     def record_rates(self) -> np.ndarray:
@@ -94,10 +102,10 @@ class PrivacyPlan:
         """The event of the run's one noise, per unit of the clipped sum's sensitivity ``clip[0]`` (MATH §4,
         §6): ``Gaussian(σ)``, ``Laplace(b)`` or ``Staircase(ε₀, None, d)`` at group 0's parameter. Every group
         has the same σ_g·C_g = ``noise_std``, so one noise draw serves them all."""
-        return events.noise_mechanism(self.mechanism, float(self.sigma[0]), self.dimension)
+        return events.noise_mechanism(self.mechanism, float(self.noise_parameter[0]), self.dimension)
 
     def arrays(self) -> dict:
-        return {f"plan_{k}": getattr(self, k) for k in ("group_of_record", "budget", "rate", "sigma", "clip")}
+        return {f"plan_{k}": getattr(self, k) for k in ("group_of_record", "budget", "rate", "noise_parameter", "clip")}
 
     def scalars(self) -> dict:
         return {k: getattr(self, k) for k in ("mode", "steps_per_epoch", "total_steps", "noise_std", "expected_batch_size",
@@ -147,7 +155,7 @@ def plan_privacy(config: DPSGDConfig, n: int, dimension: int | None = None) -> P
     Example:
       >>> from jaxpriv.train.dpsgd import DPSGDConfig, plan_privacy
       >>> plan = plan_privacy(DPSGDConfig(epochs=10, batch_size=100, epsilon=2.0, delta=1e-5), n=10_000)
-      >>> plan.total_steps, round(float(plan.sigma[0]), 4), plan.expected_batch_size
+      >>> plan.total_steps, round(float(plan.noise_parameter[0]), 4), plan.expected_batch_size
       (1000, 1.0223, 100.0)
     """
     n = int(check_array("n", n, 1.0, np.inf, integer=True))
@@ -211,7 +219,7 @@ def plan_privacy(config: DPSGDConfig, n: int, dimension: int | None = None) -> P
         group_of_record=np.asarray(group, dtype=np.int64),
         budget=np.asarray(budget, dtype=np.float64),
         rate=np.asarray(rate, dtype=np.float64),
-        sigma=np.asarray(sigmas, dtype=np.float64),
+        noise_parameter=np.asarray(sigmas, dtype=np.float64),
         clip=np.asarray(clips, dtype=np.float64),
         noise_std=noise_std,
         expected_batch_size=float(np.dot(counts, rate)),
