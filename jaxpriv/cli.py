@@ -43,7 +43,8 @@ from . import __version__
 
 __all__ = ["main", "build_parser", "parse_grid", "Rule", "RULES"]
 
-_FORMATTER = argparse.RawDescriptionHelpFormatter
+#: The help formatter of every parser: descriptions and epilogs (the examples) keep their line breaks
+FORMATTER = argparse.RawDescriptionHelpFormatter
 _NAMES = {"sigma": "the noise multiplier σ", "q": "the sampling rate q", "steps": "the number of steps T"}
 _SYMBOL = {"sigma": "σ", "q": "q", "steps": "T"}
 #: The accountants of :mod:`jaxpriv.accounting` (named here: the parser must not import JAX)
@@ -135,7 +136,7 @@ RULES: dict[str, Rule] = {
     "noise_multiplier": Rule("noise_multiplier", "fixed noise multiplier σ", 0.0, lo_open=True),
     "epochs": Rule("epochs", "number of epochs", 0.0, lo_open=True),
     "batch_size": Rule("batch_size", "expected batch size Σq (Poisson sampling)", 0.0, lo_open=True),
-    # epsilon, calibrate and sweep's training schedule (with batch_size and epochs: see _add_schedule)
+    # epsilon, calibrate and sweep's training schedule (with batch_size and epochs: see add_schedule)
     "dataset_size": Rule("dataset_size", "number of training records N", 1.0, integer=True),
     "clip": Rule("clip_norm", "per-example clip norm C", 0.0, lo_open=True),
     "lr": Rule("lr", "SGD learning rate", 0.0, lo_open=True),
@@ -146,14 +147,14 @@ RULES: dict[str, Rule] = {
     "test_fraction": Rule("test_fraction", "held-out fraction", 0.0, 1.0, lo_open=True, hi_open=True),
 }
 #: calibrate solves for one of σ, q, T given the others: q = 0 or T = 0 spends no privacy at all
-_CALIBRATE_RULES = {
+CALIBRATE_RULES = {
     "q": RULES["q"].narrow("q = 0 spends no privacy, so there is nothing to calibrate", lo_open=True),
     "steps": RULES["steps"].narrow("T = 0 spends no privacy, so there is nothing to calibrate", lo=1.0),
 }
 
 #: The budget specifications of :func:`jaxpriv.shuffle.budgets.budgets` (shuffle and train --budgets)
-_BUDGETS_HELP = ("uniform:LO,HI | gauss:MEAN,SD[,clip=LO,HI] | levels:E@W,... (each weight W in (0, 1], "
-                 "summing to 1) | scenario:NAME[,seed=S]")
+BUDGETS_HELP = ("uniform:LO,HI | gauss:MEAN,SD[,clip=LO,HI] | levels:E@W,... (each weight W in (0, 1], "
+                "summing to 1) | scenario:NAME[,seed=S]")
 _GRID_LABEL = {"rdp": "ε (RDP accountant, improved conversion)", "pld": "ε (PLD accountant, upper bound)",
                "best": "ε (smaller of the RDP and PLD upper bounds)"}
 
@@ -166,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as stop:  # argparse exits by itself on --help (0) and on usage errors (2)
         return int(stop.code or 0)
     try:
-        _check_arguments(args)  # before JAX is imported: a mistake costs no compilation
+        check_arguments(args)  # before JAX is imported: a mistake costs no compilation
         return args.handler(args)
     except ValueError as err:  # invalid input: the message names the parameter and its range
         print(f"jaxpriv: error: {err}", file=sys.stderr)
@@ -185,7 +186,7 @@ class _Parser(argparse.ArgumentParser):
 # --------------------------------------------------------------------------------------------------
 
 
-def _check_arguments(args) -> None:
+def check_arguments(args) -> None:
     """The rules of the numeric arguments (:data:`RULES`), output paths, then the subcommand's own check
     (``ValueError``)."""
     for dest, rule in args.rules.items():
@@ -203,7 +204,7 @@ def _check_arguments(args) -> None:
 
 
 def _apply_schedule(args) -> None:
-    """A subcommand with :func:`_add_schedule`'s options gets q (and T) from them: q = B/N, T = ⌈E·N/B⌉
+    """A subcommand with :func:`add_schedule`'s options gets q (and T) from them: q = B/N, T = ⌈E·N/B⌉
     (:func:`jaxpriv.schedule.sampling_and_steps`); they and --q/--steps exclude each other, and one of the
     two ways is required. ``ValueError`` with one line otherwise."""
     derives, grid = getattr(args, "schedule", ()), getattr(args, "schedule_grid", False)
@@ -336,8 +337,8 @@ def _add_accountant(parser: argparse.ArgumentParser, default: str, why: str) -> 
     )
 
 
-def _add_number(parser, dest: str, rule: Rule | None = None, *, grid: bool = False, extra: str = "",
-                **kwargs) -> None:
+def add_number(parser, dest: str, rule: Rule | None = None, *, grid: bool = False, extra: str = "",
+               **kwargs) -> None:
     """A numeric option ``--dest`` (underscores as dashes) whose type, help text and check all come from
     its rule: ``RULES[dest]`` unless a subcommand passes a narrower ``rule``. ``grid``: a grid of values
     (:func:`parse_grid`); ``extra``: help after the range (e.g. the default)."""
@@ -355,32 +356,34 @@ def _add_number(parser, dest: str, rule: Rule | None = None, *, grid: bool = Fal
     vars(parser).setdefault("_jaxpriv_rules", {})[dest] = rule
 
 
-def _add_schedule(parser, derives: tuple = ("q", "steps"), *, grid: bool = False) -> None:
+def add_schedule(parser, derives: tuple = ("q", "steps"), *, grid: bool = False) -> None:
     """--dataset-size N, --batch-size B and (when T is derived) --epochs E, instead of ``derives`` (--q, or
     --q and --steps): q = B/N and T = ⌈E·N/B⌉, TensorFlow Privacy's ``compute_dp_sgd_privacy`` convention
     (:func:`jaxpriv.schedule.sampling_and_steps`), applied by :func:`_apply_schedule`. The options in
     ``derives`` must be added without ``required``. ``grid`` (sweep): --epochs may be a grid."""
     replaced = " and ".join(f"--{dest}" for dest in derives)
     rule = "q = B/N, T = ⌈E·N/B⌉ (TensorFlow Privacy's convention)" if "steps" in derives else "q = B/N"
-    _add_number(parser, "dataset_size", metavar="N", extra=f"instead of {replaced}, with --batch-size"
-                + (" and --epochs" if "steps" in derives else "") + f": {rule}")
-    _add_number(parser, "batch_size", metavar="B",
-                extra="with --dataset-size: q = B/N" + (", one value" if grid else ""))
+    add_number(parser, "dataset_size", metavar="N", extra=f"instead of {replaced}, with --batch-size"
+               + (" and --epochs" if "steps" in derives else "") + f": {rule}")
+    add_number(parser, "batch_size", metavar="B",
+               extra="with --dataset-size: q = B/N" + (", one value" if grid else ""))
     if "steps" in derives:
-        _add_number(parser, "epochs", grid=grid, metavar="E", extra="with --dataset-size: T = ⌈E·N/B⌉")
+        add_number(parser, "epochs", grid=grid, metavar="E", extra="with --dataset-size: T = ⌈E·N/B⌉")
     parser.set_defaults(schedule=derives, schedule_grid=grid)
 
 
-def _defaults(parser, handler, *, dirs=(), files=(), check=None) -> None:
-    """A subcommand's handler and what :func:`_check_arguments` checks first: the rules of the options
-    added by :func:`_add_number`, output ``dirs`` and ``files`` (argument names) and a ``check(args)``."""
+def defaults(parser, handler, *, dirs=(), files=(), check=None) -> None:
+    """A subcommand's handler and what :func:`check_arguments` checks first: the rules of the options
+    added by :func:`add_number`, output ``dirs`` and ``files`` (argument names) and a ``check(args)``."""
     rules = dict(vars(parser).get("_jaxpriv_rules", {}))
     parser.set_defaults(handler=handler, rules=rules, output_dirs=dirs, output_files=files, check=check)
 
 
-def _subparser(subparsers, name: str, summary: str, example: str, **kwargs) -> argparse.ArgumentParser:
+def subparser(subparsers, name: str, summary: str, example: str, **kwargs) -> argparse.ArgumentParser:
+    """A subcommand's parser: ``summary`` is its line in the command list and its description, ``example``
+    its epilog."""
     return subparsers.add_parser(
-        name, help=summary, description=summary, epilog=f"example:\n  {example}", formatter_class=_FORMATTER,
+        name, help=summary, description=summary, epilog=f"example:\n  {example}", formatter_class=FORMATTER,
         **kwargs,
     )
 
@@ -396,50 +399,50 @@ def build_parser() -> argparse.ArgumentParser:
         "Compiled kernels are cached in $JAXPRIV_CACHE_DIR (default ~/.cache/jaxpriv/xla; empty disables).\n"
         "Exit status: 0 success; 1 a calibration target that cannot be met (computed: the reason on stderr);\n"
         "2 a bad argument (one line on stderr, before any computation).",
-        formatter_class=_FORMATTER,
+        formatter_class=FORMATTER,
     )
     parser.add_argument("--version", action="version", version=f"jaxpriv {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = _subparser(subparsers, "epsilon", "ε of T steps of DP-SGD (Poisson rate q, noise σ) at δ.",
-                   "jaxpriv epsilon --q 0.01 --sigma 1.1 --steps 10000 --delta 1e-5")
+    p = subparser(subparsers, "epsilon", "ε of T steps of DP-SGD (Poisson rate q, noise σ) at δ.",
+                  "jaxpriv epsilon --q 0.01 --sigma 1.1 --steps 10000 --delta 1e-5")
     for dest in ("q", "sigma", "steps", "delta"):
-        _add_number(p, dest, required=dest in ("sigma", "delta"))  # q, steps: or from the schedule
-    _add_schedule(p)
+        add_number(p, dest, required=dest in ("sigma", "delta"))  # q, steps: or from the schedule
+    add_schedule(p)
     _add_orders(p)
     _add_accountant(p, "best", "the table shows RDP, the PLD interval and the CLT approximation either way; "
                                "this picks the ε reported")
     p.add_argument("--json", action="store_true", help="print a JSON object instead of a table")
     p.add_argument("--refine", action="store_true",
                    help="also search real Rényi orders between the grid points (never worse, slower)")
-    _defaults(p, cmd_epsilon)
+    defaults(p, cmd_epsilon)
 
-    p = _subparser(subparsers, "calibrate", "The σ, q or T that meets each target ε (conservatively).",
-                   "jaxpriv calibrate sigma --epsilon 1,2,4,8 --q 0.01 --steps 10000 --delta 1e-5")
+    p = subparser(subparsers, "calibrate", "The σ, q or T that meets each target ε (conservatively).",
+                  "jaxpriv calibrate sigma --epsilon 1,2,4,8 --q 0.01 --steps 10000 --delta 1e-5")
     targets = p.add_subparsers(dest="target", required=True, metavar="{sigma,q,steps}")
     for target, needs, example in (
         ("sigma", ("q", "steps"), "jaxpriv calibrate sigma --epsilon 1 --q 0.01 --steps 10000 --delta 1e-5"),
         ("q", ("sigma", "steps"), "jaxpriv calibrate q --epsilon 1,2 --sigma 1.1 --steps 10000 --delta 1e-5"),
         ("steps", ("q", "sigma"), "jaxpriv calibrate steps --epsilon 3 --q 0.01 --sigma 1.1 --delta 1e-5"),
     ):
-        t = _subparser(targets, target, f"Calibrate {_NAMES[target]} to target ε.", example)
-        _add_number(t, "epsilon", grid=True, required=True)
+        t = subparser(targets, target, f"Calibrate {_NAMES[target]} to target ε.", example)
+        add_number(t, "epsilon", grid=True, required=True)
         derives = {"sigma": ("q", "steps"), "steps": ("q",)}.get(target, ())  # or from the schedule
         for name in (*needs, "delta"):
-            _add_number(t, name, _CALIBRATE_RULES.get(name), required=name not in derives)
+            add_number(t, name, CALIBRATE_RULES.get(name), required=name not in derives)
         if derives:
-            _add_schedule(t, derives)
+            add_schedule(t, derives)
         _add_orders(t)
         _add_accountant(t, "rdp", "fast once compiled, and differentiable; pld/best give a smaller "
                                   "σ, a larger q or T, in seconds per target")
         t.add_argument("--json", action="store_true", help="print JSON instead of a table")
-        _defaults(t, cmd_calibrate)
+        defaults(t, cmd_calibrate)
 
-    p = _subparser(subparsers, "sweep", "ε of DP-SGD over a grid of (q, σ, T, δ), with CSV/JSON/plot output.",
-                   "jaxpriv sweep --q 1e-3:0.1:25:log --sigma 0.6:3:40 --steps 10000 --delta 1e-5 --out sweep-out")
+    p = subparser(subparsers, "sweep", "ε of DP-SGD over a grid of (q, σ, T, δ), with CSV/JSON/plot output.",
+                  "jaxpriv sweep --q 1e-3:0.1:25:log --sigma 0.6:3:40 --steps 10000 --delta 1e-5 --out sweep-out")
     for dest in ("q", "sigma", "steps", "delta"):
-        _add_number(p, dest, grid=True, required=dest in ("sigma", "delta"))  # q, steps: or from the schedule
-    _add_schedule(p, grid=True)
+        add_number(p, dest, grid=True, required=dest in ("sigma", "delta"))  # q, steps: or from the schedule
+    add_schedule(p, grid=True)
     _add_orders(p)
     _add_accountant(p, "rdp", "thousands of settings per second; pld/best evaluate the PLD setting by setting, "
                               "slow for big grids on a CPU")
@@ -449,54 +452,54 @@ def build_parser() -> argparse.ArgumentParser:
                         "where the PLD bound is reported)")
     p.add_argument("--json", metavar="FILE", help="write the grid and results as JSON")
     p.add_argument("--plot", metavar="FILE", help="heatmap of ε over (q, σ) (needs one T and one δ)")
-    _add_number(p, "chunk_size", metavar="N", extra="256 on the CPU, 4096 on an accelerator, when not given")
-    _defaults(p, cmd_sweep, dirs=("out",), files=("csv", "json", "plot"), check=_check_sweep)
+    add_number(p, "chunk_size", metavar="N", extra="256 on the CPU, 4096 on an accelerator, when not given")
+    defaults(p, cmd_sweep, dirs=("out",), files=("csv", "json", "plot"), check=_check_sweep)
 
-    p = _subparser(subparsers, "shuffle",
-                   "Central ε of shuffling n users with personalized local budgets, every bound.",
-                   "jaxpriv shuffle --budgets uniform:0.05,1 --n 10000 --delta 1e-8 --out shuffle-out")
+    p = subparser(subparsers, "shuffle",
+                  "Central ε of shuffling n users with personalized local budgets, every bound.",
+                  "jaxpriv shuffle --budgets uniform:0.05,1 --n 10000 --delta 1e-8 --out shuffle-out")
     p.add_argument("--budgets", required=True, metavar="BUDGETS",
-                   help=f"local budgets: {_BUDGETS_HELP} | a CSV file of budgets")
-    _add_number(p, "n", extra="not needed with a CSV file")
-    _add_number(p, "delta", required=True)
-    _add_number(p, "rounds", metavar="T[,T...]",
-                extra="e.g. 1,10,100,1000: the exact pair by PLD beside the seeds' compositions, one row per "
-                      "method (and epsilon_vs_rounds.png with --out)")
-    _add_number(p, "dims", default=1, metavar="B", extra="with --rounds (S-APES's uploaded dimensions)")
+                   help=f"local budgets: {BUDGETS_HELP} | a CSV file of budgets")
+    add_number(p, "n", extra="not needed with a CSV file")
+    add_number(p, "delta", required=True)
+    add_number(p, "rounds", metavar="T[,T...]",
+               extra="e.g. 1,10,100,1000: the exact pair by PLD beside the seeds' compositions, one row per "
+                     "method (and epsilon_vs_rounds.png with --out)")
+    add_number(p, "dims", default=1, metavar="B", extra="with --rounds (S-APES's uploaded dimensions)")
     p.add_argument("--out", metavar="DIR", help="write epsilon_vs_n.png and budgets.png here")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    _defaults(p, cmd_shuffle, dirs=("out",), check=_check_shuffle)
+    defaults(p, cmd_shuffle, dirs=("out",), check=_check_shuffle)
 
     for name in ("report", "reproduce"):  # one parser each, so that each --help names itself
-        _add_report_parser(subparsers, name)
-    _add_train_parser(subparsers)
-    _add_math_parser(subparsers)
+        add_report_parser(subparsers, name)
+    add_train_parser(subparsers)
+    add_math_parser(subparsers)
     return parser
 
 
-def _add_report_parser(subparsers, name: str) -> None:
+def add_report_parser(subparsers, name: str) -> None:
     """``report`` and its synonym ``reproduce``."""
     summary = ("Privacy report of a default DP-SGD run (report.md) and the seeds' systems reproduced on bundled "
                "data (systems.md), with figures.")
     if name != "report":
         summary += " The same command as report."
-    p = _subparser(subparsers, name, summary, f"jaxpriv {name} --quick --out reproduce-out")
+    p = subparser(subparsers, name, summary, f"jaxpriv {name} --quick --out reproduce-out")
     p.add_argument("--out", metavar="DIR", default="reproduce-out", help="output directory (default: %(default)s)")
     p.add_argument("--quick", action="store_true", help="coarse grids and small federated runs (a few minutes)")
     p.add_argument("--systems", default="all", metavar="LIST",
                    help="seed systems to reproduce: all, none, or a comma-separated subset of apes,gspa,rpdp,udpfl "
                         "(default: %(default)s)")
-    _defaults(p, cmd_report, dirs=("out",), check=_check_report)
+    defaults(p, cmd_report, dirs=("out",), check=_check_report)
 
 
-def _add_math_parser(subparsers) -> None:
+def add_math_parser(subparsers) -> None:
     """``math``: the mathematical reference shipped with the package (``jaxpriv/MATH.md``)."""
-    p = _subparser(subparsers, "math", "The mathematical reference behind every number (MATH.md), or one section.",
-                   "jaxpriv math 3.1")
+    p = subparser(subparsers, "math", "The mathematical reference behind every number (MATH.md), or one section.",
+                  "jaxpriv math 3.1")
     p.add_argument("section", nargs="?", metavar="SECTION",
                    help="a section number, e.g. 3 (with its subsections) or 3.1; default: the whole document")
     p.add_argument("--list", action="store_true", help="list the section numbers and titles")
-    _defaults(p, cmd_math)
+    defaults(p, cmd_math)
 
 
 def cmd_math(args) -> int:
@@ -520,7 +523,7 @@ def cmd_math(args) -> int:
 # --------------------------------------------------------------------------------------------------
 
 
-def _console():
+def stdout_console():
     """Standard output as a rich console. When it is not a terminal (a pipe, a file) it is 80 columns wide,
     or ``$COLUMNS``: rich would otherwise take the width of whichever of stdin/stderr is a terminal."""
     from rich.console import Console
@@ -529,8 +532,8 @@ def _console():
     return Console(highlight=False, width=width)
 
 
-def _table(title: str, header: list[str] | None, rows: list[list[str]], numeric: tuple[int, ...] = (1,),
-           notes: int | None = None):
+def table(title: str, header: list[str] | None, rows: list[list[str]], numeric: tuple[int, ...] = (1,),
+          notes: int | None = None):
     """A rich table under a bold title line (a table title would wrap to the table's width); the
     ``numeric`` columns are right-aligned. ``header`` None: no header row (a list of quantity, value).
     ``notes``: the column of free-text notes (default: the one headed "note"), which may become
@@ -585,11 +588,13 @@ class _FittedTable:
         yield from below
 
 
-def _fmt(x: float) -> str:
+def fmt(x: float) -> str:
+    """A number as tables and messages show it: 6 significant digits; inf and nan as such."""
     return f"{x:.6g}" if math.isfinite(x) else str(x)
 
 
-def _fmt_steps(x: float) -> str:
+def fmt_steps(x: float) -> str:
+    """A number of steps: an integer with thousands separators (``10,000``), anything else as ``:g``."""
     return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
 
 
@@ -598,7 +603,8 @@ def _kind(kind: str) -> str:
     return "approx." if kind == "approximation" else kind
 
 
-def _json_value(x: float):
+def json_value(x: float):
+    """A number for JSON output: a float, or None for inf and nan."""
     return float(x) if math.isfinite(x) else None  # strict JSON has no inf
 
 
@@ -607,8 +613,9 @@ def _json_value(x: float):
 # --------------------------------------------------------------------------------------------------
 
 
-def _interval(lower, upper) -> str:
-    return "-" if lower is None else f"[{_fmt(lower)}, {_fmt(upper)}]"
+def interval(lower, upper) -> str:
+    """A certified interval ``[lower, upper]``, or ``-`` where there is none (``lower`` None)."""
+    return "-" if lower is None else f"[{fmt(lower)}, {fmt(upper)}]"
 
 
 def cmd_epsilon(args) -> int:
@@ -620,8 +627,8 @@ def cmd_epsilon(args) -> int:
         print(json.dumps({**s, "orders": args.orders}, indent=2))
         return 0
     by = {"rdp": "RDP", "pld": "PLD upper", "best": "the smaller of RDP and PLD upper"}[args.accountant]
-    console = _console()
-    console.print(f"ε = {_fmt(s['epsilon'])} at δ = {args.delta:g} (accountant {args.accountant}: {by})")
+    console = stdout_console()
+    console.print(f"ε = {fmt(s['epsilon'])} at δ = {args.delta:g} (accountant {args.accountant}: {by})")
     pld_note = ("bound: the true ε lies in the interval" if s["epsilon_pld_lower"] is not None
                 else "needs an integer T")
     # The CLT (Bu et al.) is exact only as T → ∞ with q√T fixed; for few steps, or where the rare sampled
@@ -630,15 +637,15 @@ def cmd_epsilon(args) -> int:
     clt_note = f"approximation, not a bound (μ ≈ {s['gdp_clt_mu_approximation']:.4g})"
     if s["epsilon_pld_lower"] is not None and clt < s["epsilon_pld_lower"]:
         clt_note += "; below the PLD lower bound: it underestimates ε here"
-    console.print(_table(
-        f"DP-SGD: q = {args.q:g}, σ = {args.sigma:g}, T = {_fmt_steps(args.steps)}, δ = {args.delta:g}",
+    console.print(table(
+        f"DP-SGD: q = {args.q:g}, σ = {args.sigma:g}, T = {fmt_steps(args.steps)}, δ = {args.delta:g}",
         ["accountant", "ε", "note"],
         [
-            ["RDP, improved conversion", _fmt(s["epsilon_rdp"]), f"bound; best order α = {s['best_order']:g}"],
-            ["RDP, classic conversion", _fmt(s["epsilon_classic"]),
+            ["RDP, improved conversion", fmt(s["epsilon_rdp"]), f"bound; best order α = {s['best_order']:g}"],
+            ["RDP, classic conversion", fmt(s["epsilon_classic"]),
              f"bound, looser; best order α = {s['best_order_classic']:g}"],
-            ["PLD \\[lower, upper]", _interval(s["epsilon_pld_lower"], s["epsilon_pld_upper"]), pld_note],
-            ["Gaussian DP, CLT (approximation)", _fmt(clt), clt_note],
+            ["PLD \\[lower, upper]", interval(s["epsilon_pld_lower"], s["epsilon_pld_upper"]), pld_note],
+            ["Gaussian DP, CLT (approximation)", fmt(clt), clt_note],
         ],
     ))
     return 0
@@ -685,21 +692,21 @@ def cmd_calibrate(args) -> int:
     achieved = np.where(met, _achieved(params, args.delta, orders, args.accountant), np.nan)
 
     if args.json:
-        rows = [{"target_epsilon": float(t), args.target: _json_value(v) if m else None,
-                 "achieved_epsilon": _json_value(a), **fixed, "delta": args.delta, "accountant": args.accountant}
+        rows = [{"target_epsilon": float(t), args.target: json_value(v) if m else None,
+                 "achieved_epsilon": json_value(a), **fixed, "delta": args.delta, "accountant": args.accountant}
                 for t, v, a, m in zip(args.epsilon, value, achieved, met)]
         print(json.dumps(rows, indent=2))
         return _report_unattainable(args, fixed, met, orders)
-    fmt = _fmt_steps if args.target == "steps" else _fmt
+    fmt_target = fmt_steps if args.target == "steps" else fmt
     rows = [
-        [_fmt(t), fmt(v), _fmt(a), "yes" if a <= t else "NO"] if m else [_fmt(t), "unattainable", "-", "-"]
+        [fmt(t), fmt_target(v), fmt(a), "yes" if a <= t else "NO"] if m else [fmt(t), "unattainable", "-", "-"]
         for t, v, a, m in zip(args.epsilon, value, achieved, met)
     ]
-    given = ", ".join(f"{_SYMBOL[k]} = {_fmt_steps(v) if k == 'steps' else f'{v:g}'}" for k, v in fixed.items())
-    console = _console()
-    console.print(_table(f"{_SYMBOL[args.target]} calibrated for {given}, δ = {args.delta:g} "
-                         f"({args.accountant} accountant)",
-                         ["target ε", _SYMBOL[args.target], "achieved ε", "≤ target"], rows, numeric=(0, 1, 2)))
+    given = ", ".join(f"{_SYMBOL[k]} = {fmt_steps(v) if k == 'steps' else f'{v:g}'}" for k, v in fixed.items())
+    console = stdout_console()
+    console.print(table(f"{_SYMBOL[args.target]} calibrated for {given}, δ = {args.delta:g} "
+                        f"({args.accountant} accountant)",
+                        ["target ε", _SYMBOL[args.target], "achieved ε", "≤ target"], rows, numeric=(0, 1, 2)))
     return _report_unattainable(args, fixed, met, orders)
 
 
@@ -715,13 +722,13 @@ def _report_unattainable(args, fixed: dict, met: np.ndarray, orders) -> int:
     missed = np.asarray(args.epsilon)[~met]
     safest = {**fixed, args.target: _SAFEST[args.target]}
     floor = float(np.min(_achieved(safest, args.delta, orders, args.accountant)))
-    targets = f"target{'s' if missed.size > 1 else ''} ε = {', '.join(_fmt(t) for t in missed)}"
+    targets = f"target{'s' if missed.size > 1 else ''} ε = {', '.join(fmt(t) for t in missed)}"
     hint = "raise σ or lower q" if args.target == "steps" else "raise the target or δ"
     if args.accountant == "rdp" and args.target != "steps":
         hint += ", or try --accountant pld (tighter)"
     symbol, end = _SYMBOL[args.target], _SAFEST[args.target]
     if floor > missed.max():
-        reason = f"even {symbol} = {end:,g} gives ε = {_fmt(floor)}"
+        reason = f"even {symbol} = {end:,g} gives ε = {fmt(floor)}"
     else:
         reason = f"no {symbol} in the calibration's search range meets it"
     print(f"jaxpriv: error: {targets} unattainable with the {args.accountant} accountant: {reason}; {hint}",
@@ -761,7 +768,7 @@ def _write_json(path: str, grid, orders: str) -> None:
         "orders": orders,
         "accountant": grid.accountant,
         "seconds": grid.seconds,
-        "results": [{k: _json_value(v) for k, v in row.items()} for row in grid.rows()],
+        "results": [{k: json_value(v) for k, v in row.items()} for row in grid.rows()],
     }
     with open(path, "w", encoding="utf-8") as f:
         json.dump(document, f)
@@ -783,25 +790,25 @@ def cmd_sweep(args) -> int:
     if "json" in paths:
         _write_json(paths["json"], grid, args.orders)
     if "plot" in paths:
-        title = f"DP-SGD ε, T = {_fmt_steps(grid.steps[0])}, δ = {grid.delta[0]:g}"
+        title = f"DP-SGD ε, T = {fmt_steps(grid.steps[0])}, δ = {grid.delta[0]:g}"
         report.plot_epsilon_grid(grid.q, grid.sigma, grid.epsilon[:, :, 0, 0], paths["plot"], title,
                                  label=_GRID_LABEL[args.accountant])
 
     eps = grid.epsilon[np.isfinite(grid.epsilon)]
     shape = " × ".join(str(a.size) for a in (grid.q, grid.sigma, grid.steps, grid.delta))
-    console = _console()
+    console = stdout_console()
     if grid.size == 1:  # one configuration: its ε (no spread, and no rate worth stating)
-        spread = [["ε", _fmt(float(grid.epsilon.flat[0]))]]
+        spread = [["ε", fmt(float(grid.epsilon.flat[0]))]]
     else:
-        spread = [["min ε", _fmt(eps.min()) if eps.size else "-"],
-                  ["median ε", _fmt(np.median(eps)) if eps.size else "-"],
-                  ["max ε", _fmt(eps.max()) if eps.size else "-"],
+        spread = [["min ε", fmt(eps.min()) if eps.size else "-"],
+                  ["median ε", fmt(np.median(eps)) if eps.size else "-"],
+                  ["max ε", fmt(eps.max()) if eps.size else "-"],
                   ["infinite ε", f"{grid.size - eps.size:,}"]]
     rate = grid.size / grid.seconds if grid.seconds > 0 else math.inf
     timing = [["time", f"{grid.seconds:.2f} s (compilation included)"]]
     if grid.size > 1:
         timing.append(["configurations/s", f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"])
-    console.print(_table("ε sweep", None, [
+    console.print(table("ε sweep", None, [
         ["configurations", f"{grid.size:,} (q × σ × T × δ = {shape})"],
         ["accountant", args.accountant],
         *spread,
@@ -825,15 +832,15 @@ def cmd_report(args) -> int:
 
     from .reproduce import reproduce_systems
 
-    console = _console()
+    console = stdout_console()
     systems = args.system_list
     files = report.write_report(args.out, quick=args.quick, status=lambda stage: console.print(f"… {stage}"))
     s = files["summary"]
-    console.print(_table("privacy of the default DP-SGD setting", ["accountant", "ε"], [
-        ["RDP, improved conversion", _fmt(s["epsilon_rdp"])],
-        ["RDP, classic conversion", _fmt(s["epsilon_classic"])],
-        ["PLD \\[lower, upper]", _interval(s["epsilon_pld_lower"], s["epsilon_pld_upper"])],
-        ["Gaussian DP, CLT (approximation)", _fmt(s["epsilon_gdp_clt_approximation"])],
+    console.print(table("privacy of the default DP-SGD setting", ["accountant", "ε"], [
+        ["RDP, improved conversion", fmt(s["epsilon_rdp"])],
+        ["RDP, classic conversion", fmt(s["epsilon_classic"])],
+        ["PLD \\[lower, upper]", interval(s["epsilon_pld_lower"], s["epsilon_pld_upper"])],
+        ["Gaussian DP, CLT (approximation)", fmt(s["epsilon_gdp_clt_approximation"])],
     ]))
     for kind in ("report", "epsilon_grid", "sigma_vs_epsilon"):
         console.print(f"wrote {escape(files[kind])}", soft_wrap=True)
@@ -845,7 +852,7 @@ def cmd_report(args) -> int:
     return 0
 
 
-def _budget_values(spec: str, n: int | None) -> np.ndarray:
+def budget_values(spec: str, n: int | None) -> np.ndarray:
     """The budgets of a ``--budgets`` spec (numpy only); a bad spec's message names the option."""
     from .shuffle.budgets import budgets
 
@@ -858,7 +865,7 @@ def _budget_values(spec: str, n: int | None) -> np.ndarray:
 
 
 def _check_shuffle(args) -> None:
-    args.budget_values = _budget_values(args.budgets, args.n)
+    args.budget_values = budget_values(args.budgets, args.n)
     if args.rounds:
         args.rounds = sorted(set(args.rounds))
 
@@ -879,23 +886,23 @@ def cmd_shuffle(args) -> int:
         composed = rounds_summary(eps, args.delta, args.rounds, dims=args.dims)
     if args.json:
         out = {"budgets": args.budgets, "n": int(eps.size), "delta": args.delta,
-               "bounds": [{**r, "epsilon": _json_value(r["epsilon"])} for r in rows]}
+               "bounds": [{**r, "epsilon": json_value(r["epsilon"])} for r in rows]}
         if composed:
             out["rounds"] = {"rounds": args.rounds, "dims": args.dims, "methods": [
                 {"name": name, "kind": row["kind"], "note": row["note"],
-                 "epsilon": [_json_value(x) for x in row["epsilon"]]} for name, row in composed.items()]}
+                 "epsilon": [json_value(x) for x in row["epsilon"]]} for name, row in composed.items()]}
         print(json.dumps(out, indent=2))
     else:
-        console = _console()
-        console.print(_table(
+        console = stdout_console()
+        console.print(table(
             f"shuffling n = {eps.size:,} users, budgets {args.budgets} (ε from {eps.min():g} to {eps.max():g})",
             ["accountant", "central ε", "δ", "kind", "note"],
-            [[r["name"], _fmt(r["epsilon"]), f"{r['delta']:.3g}", _kind(r["kind"]), r["note"]] for r in rows],
+            [[r["name"], fmt(r["epsilon"]), f"{r['delta']:.3g}", _kind(r["kind"]), r["note"]] for r in rows],
             numeric=(1, 2),
         ))
         if composed:
             per = f", {args.dims} releases per round" if args.dims > 1 else ""
-            console.print(_table(
+            console.print(table(
                 f"central ε after T rounds{per} (worst-case user, δ = {args.delta:g})",
                 ["method", *[f"T = {t:,}" for t in args.rounds], "kind"],
                 [[name, *[f"{x:.4g}" for x in row["epsilon"]], _kind(row["kind"])]
@@ -922,7 +929,7 @@ def cmd_shuffle(args) -> int:
                 f"central ε vs rounds, n = {eps.size:,}, budgets {args.budgets}, δ = {args.delta:g}"))
         if not args.json:
             for path in paths:
-                _console().print(f"wrote {escape(path)}", soft_wrap=True)
+                stdout_console().print(f"wrote {escape(path)}", soft_wrap=True)
     return 0
 
 
@@ -931,45 +938,46 @@ def cmd_shuffle(args) -> int:
 # --------------------------------------------------------------------------------------------------
 
 
-def _add_train_parser(subparsers) -> None:
-    p = _subparser(
+def add_train_parser(subparsers) -> None:
+    """``train``: the dataset and model, the privacy target, the optimizer and the multi-process options."""
+    p = subparser(
         subparsers, "train",
         "Train a classifier with DP-SGD on a bundled dataset, accounting ε after every epoch.",
         "jaxpriv train --dataset digits --epsilon 3 --delta 1e-5 --json train.json --plot curve.png",
     )
     p.add_argument("--dataset", choices=("digits", "breast_cancer"), default="digits",
                    help="bundled UCI dataset (default: %(default)s)")
-    _add_number(p, "epsilon", extra="σ is calibrated to spend it over the run; with --budgets, a cap on every "
-                                     "record's budget")
-    _add_number(p, "delta", default=1e-5)
+    add_number(p, "epsilon", extra="σ is calibrated to spend it over the run; with --budgets, a cap on every "
+                                    "record's budget")
+    add_number(p, "delta", default=1e-5)
     p.add_argument("--budgets", metavar="BUDGETS",
-                   help=f"per-record budgets: {_BUDGETS_HELP} | a CSV "
+                   help=f"per-record budgets: {BUDGETS_HELP} | a CSV "
                         "file with one budget per training record (assigned to records in a seeded random order)")
     p.add_argument("--personalization", choices=("sample", "scale"), default="sample",
                    help="with --budgets: IDP-SGD 'sample' (per-record rates, shared σ) or 'scale' (per-record "
                         "clip norms and noise multipliers, shared rate) (default: %(default)s)")
-    _add_number(p, "noise_multiplier", metavar="SIGMA",
-                extra="without --epsilon/--budgets ε is only reported; with them, rates are calibrated instead of σ")
+    add_number(p, "noise_multiplier", metavar="SIGMA",
+               extra="without --epsilon/--budgets ε is only reported; with them, rates are calibrated instead of σ")
     from .train.config import MECHANISMS  # numpy only, as the argument checks must be
 
     p.add_argument("--mechanism", choices=MECHANISMS, default="gaussian",
                    help="noise: 'gaussian' (L2 clipping) or 'laplace' (L1 clipping, per-coordinate Laplace; "
                         "--noise-multiplier is then the Laplace scale per unit L1 sensitivity; no --budgets) "
                         "(default: %(default)s)")
-    _add_number(p, "epochs", RULES["epochs"].narrow("the trainer runs whole epochs", lo=1.0, lo_open=False,
-                                                    integer=True), default=20)
-    _add_number(p, "batch_size", default=128.0, extra="at most the training set's size")
-    _add_number(p, "clip", default=1.0)
-    _add_number(p, "lr", default=0.1)
-    _add_number(p, "momentum", default=0.9)
+    add_number(p, "epochs", RULES["epochs"].narrow("the trainer runs whole epochs", lo=1.0, lo_open=False,
+                                                   integer=True), default=20)
+    add_number(p, "batch_size", default=128.0, extra="at most the training set's size")
+    add_number(p, "clip", default=1.0)
+    add_number(p, "lr", default=0.1)
+    add_number(p, "momentum", default=0.9)
     p.add_argument("--model", choices=("mlp", "cnn", "transformer"), default="mlp",
                    help="classifier; 'transformer' reads an image's rows as tokens (default: %(default)s)")
-    _add_number(p, "hidden", default=64)
+    add_number(p, "hidden", default=64)
     p.add_argument("--precision", choices=("float32", "bfloat16"), default="float32",
                    help="the model's computation dtype; norms, clipping and noise stay float32 (default: %(default)s)")
-    _add_number(p, "seed", default=0)
-    _add_number(p, "split_seed", default=0)
-    _add_number(p, "test_fraction", default=0.2)
+    add_number(p, "seed", default=0)
+    add_number(p, "split_seed", default=0)
+    add_number(p, "test_fraction", default=0.2)
     p.add_argument("--checkpoint", metavar="DIR", help="save after every epoch here and resume from it")
     p.add_argument("--json", metavar="FILE", help="write the run's summary (test_accuracy, epsilon, history) as JSON")
     p.add_argument("--plot", metavar="FILE", help="learning curve: test accuracy and ε per epoch")
@@ -982,13 +990,13 @@ def _add_train_parser(subparsers) -> None:
                        help="process 0's address (or set JAX_COORDINATOR_ADDRESS)")
     multi.add_argument("--num-processes", type=int, metavar="N", help="number of processes (or JAX_NUM_PROCESSES)")
     multi.add_argument("--process-id", type=int, metavar="I", help="this process, 0…N−1 (or JAX_PROCESS_ID)")
-    _defaults(p, cmd_train, dirs=("checkpoint",), files=("json", "plot"), check=_check_train)
+    defaults(p, cmd_train, dirs=("checkpoint",), files=("json", "plot"), check=_check_train)
 
 
 def _record_budgets(spec: str, n: int, seed: int, cap: float | None) -> np.ndarray:
     """One budget per training record from a budget specification (jaxpriv.shuffle.budgets), in a seeded
     random order (the spec's values are sorted quantiles); capped at ``cap`` when given."""
-    values = _budget_values(spec, n)
+    values = budget_values(spec, n)
     if values.size != n:
         raise ValueError(f"budgets file {spec!r} has {values.size} budgets, the training set {n} records")
     values = values[np.random.default_rng(seed).permutation(n)]
@@ -1033,8 +1041,8 @@ def _noise_line(mechanism: str, mode: str, group: dict, epsilon: float | None) -
     scale_how, rate_how = (target, "") if mode.endswith("for ε") and not mode.startswith("q") else ("given", "")
     if mode == "q for ε":
         rate_how = f" ({target})"
-    return (f"{name} = {_fmt(group['noise_multiplier'])} ({scale_how}); q = {_fmt(group['rate'])}{rate_how}, "
-            f"C = {_fmt(group['clip_norm'])}")
+    return (f"{name} = {fmt(group['noise_multiplier'])} ({scale_how}); q = {fmt(group['rate'])}{rate_how}, "
+            f"C = {fmt(group['clip_norm'])}")
 
 
 def cmd_train(args) -> int:
@@ -1084,11 +1092,11 @@ def cmd_train(args) -> int:
 
         plot_learning_curve(result.history, args.plot, f"DP-SGD on {args.dataset} ({args.model}), δ = {args.delta:g}")
 
-    console = _console()
-    console.print(_table(
+    console = stdout_console()
+    console.print(table(
         f"DP-SGD ({args.mechanism}) on {args.dataset}: {result.plan.mode}, T = {result.steps:,} steps, δ = {args.delta:g}",
         ["epoch", "steps", "test accuracy", "ε spent"],
-        [[str(r.epoch), f"{r.steps:,}", f"{r.test_accuracy:.4f}", _fmt(r.epsilon)] for r in result.history],
+        [[str(r.epoch), f"{r.steps:,}", f"{r.test_accuracy:.4f}", fmt(r.epsilon)] for r in result.history],
         numeric=(0, 1, 2, 3),
     ))
     groups = summary["plan"]["groups"]
@@ -1097,18 +1105,22 @@ def cmd_train(args) -> int:
         if len(groups) > 12:  # continuous budgets: one group per record; show a spread, the JSON has all
             title = f"12 of {len(groups):,} privacy groups (records with the same budget; --json lists all)"
             groups = [groups[i] for i in np.linspace(0, len(groups) - 1, 12).round().astype(int)]
-        console.print(_table(
+        console.print(table(
             title,
             ["budget ε", "records", "rate q", "noise σ", "clip C", "ε spent"],
-            [[_fmt(g["budget"]) if g["budget"] is not None else "-", f"{g['records']:,}", _fmt(g["rate"]),
-              _fmt(g["noise_multiplier"]), _fmt(g["clip_norm"]), _fmt(g["epsilon"])] for g in groups],
+            [[fmt(g["budget"]) if g["budget"] is not None else "-", f"{g['records']:,}", fmt(g["rate"]),
+              fmt(g["noise_multiplier"]), fmt(g["clip_norm"]), fmt(g["epsilon"])] for g in groups],
             numeric=(0, 1, 2, 3, 4, 5),
         ))
     if len(groups) == 1 and budgets is None:  # one noise scale for all (else the groups table shows each)
         console.print(_noise_line(args.mechanism, result.plan.mode, groups[0], args.epsilon))
-    console.print(f"test accuracy {result.test_accuracy:.4f}, ε = {_fmt(result.epsilon)} at δ = {args.delta:g} "
+    console.print(f"test accuracy {result.test_accuracy:.4f}, ε = {fmt(result.epsilon)} at δ = {args.delta:g} "
                   f"({result.stopped}; {result.seconds:.1f} s)")
     for kind in ("json", "plot"):
         if getattr(args, kind):
             console.print(f"wrote {kind}: {escape(getattr(args, kind))}", soft_wrap=True)
     return 0
+
+
+#: The names two helpers had when they were private (``tests/test_cli_rules.py`` uses them)
+_check_arguments, _table = check_arguments, table
