@@ -60,7 +60,7 @@ LAYERS = [
     # modules by name); nothing in the library imports it, only the command line
     ("reproduction", ["jaxpriv.reproduce", "jaxpriv.reproduce.*"]),
     # front ends: the package's lazy namespace (and __version__), the report and the command line
-    ("front ends", ["jaxpriv", "jaxpriv.report", "jaxpriv.cli", "jaxpriv.__main__"]),
+    ("front ends", ["jaxpriv", "jaxpriv.report", "jaxpriv.cli", "jaxpriv.cli.*", "jaxpriv.__main__"]),
 ]
 
 #: (importing module, imported private third-party name) → why there is no public alternative.

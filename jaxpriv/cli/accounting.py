@@ -1,0 +1,300 @@
+"""``jaxpriv epsilon``, ``calibrate`` and ``sweep``: ε of DP-SGD, the σ, q or T that meets each target ε,
+and ε over a grid of settings (with CSV, JSON and a heatmap).
+
+The parsers and the argument checks need numpy only; each handler imports the library (and so JAX) when
+it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import sys
+import warnings
+
+import numpy as np
+
+from .rules import ACCOUNTANTS, CALIBRATE_RULES, add_number, add_schedule, defaults, subparser
+from .tables import fmt, fmt_steps, interval, json_value, stdout_console, table
+
+
+_NAMES = {"sigma": "the noise multiplier σ", "q": "the sampling rate q", "steps": "the number of steps T"}
+_SYMBOL = {"sigma": "σ", "q": "q", "steps": "T"}
+_GRID_LABEL = {"rdp": "ε (RDP accountant, improved conversion)", "pld": "ε (PLD accountant, upper bound)",
+               "best": "ε (smaller of the RDP and PLD upper bounds)"}
+
+
+def _add_orders(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--orders", choices=("default", "dp_accounting"), default="default",
+        help="Rényi orders: jaxpriv's default grid (a superset of dp_accounting's) or dp_accounting's 156 "
+             "(RDP accountant)",
+    )
+
+
+def _add_accountant(parser: argparse.ArgumentParser, default: str, why: str) -> None:
+    """--accountant, shared by epsilon, calibrate and sweep; ``why`` explains the command's default."""
+    parser.add_argument(
+        "--accountant", choices=ACCOUNTANTS, default=default,
+        help="rdp: Rényi DP (fast, vectorised); pld: privacy loss distributions (a certified interval, "
+             "tighter, seconds per setting on a CPU); best: the smaller of the two upper bounds "
+             f"(default: %(default)s; {why})",
+    )
+
+
+def add_accounting_parsers(subparsers) -> None:
+    """``epsilon``, ``calibrate`` (with its targets ``sigma``, ``q`` and ``steps``) and ``sweep``."""
+    p = subparser(subparsers, "epsilon", "ε of T steps of DP-SGD (Poisson rate q, noise σ) at δ.",
+                  "jaxpriv epsilon --q 0.01 --sigma 1.1 --steps 10000 --delta 1e-5")
+    for dest in ("q", "sigma", "steps", "delta"):
+        add_number(p, dest, required=dest in ("sigma", "delta"))  # q, steps: or from the schedule
+    add_schedule(p)
+    _add_orders(p)
+    _add_accountant(p, "best", "the table shows RDP, the PLD interval and the CLT approximation either way; "
+                               "this picks the ε reported")
+    p.add_argument("--json", action="store_true", help="print a JSON object instead of a table")
+    p.add_argument("--refine", action="store_true",
+                   help="also search real Rényi orders between the grid points (never worse, slower)")
+    defaults(p, cmd_epsilon)
+
+    p = subparser(subparsers, "calibrate", "The σ, q or T that meets each target ε (conservatively).",
+                  "jaxpriv calibrate sigma --epsilon 1,2,4,8 --q 0.01 --steps 10000 --delta 1e-5")
+    targets = p.add_subparsers(dest="target", required=True, metavar="{sigma,q,steps}")
+    for target, needs, example in (
+        ("sigma", ("q", "steps"), "jaxpriv calibrate sigma --epsilon 1 --q 0.01 --steps 10000 --delta 1e-5"),
+        ("q", ("sigma", "steps"), "jaxpriv calibrate q --epsilon 1,2 --sigma 1.1 --steps 10000 --delta 1e-5"),
+        ("steps", ("q", "sigma"), "jaxpriv calibrate steps --epsilon 3 --q 0.01 --sigma 1.1 --delta 1e-5"),
+    ):
+        t = subparser(targets, target, f"Calibrate {_NAMES[target]} to target ε.", example)
+        add_number(t, "epsilon", grid=True, required=True)
+        derives = {"sigma": ("q", "steps"), "steps": ("q",)}.get(target, ())  # or from the schedule
+        for name in (*needs, "delta"):
+            add_number(t, name, CALIBRATE_RULES.get(name), required=name not in derives)
+        if derives:
+            add_schedule(t, derives)
+        _add_orders(t)
+        _add_accountant(t, "rdp", "fast once compiled, and differentiable; pld/best give a smaller "
+                                  "σ, a larger q or T, in seconds per target")
+        t.add_argument("--json", action="store_true", help="print JSON instead of a table")
+        defaults(t, cmd_calibrate)
+
+    p = subparser(subparsers, "sweep", "ε of DP-SGD over a grid of (q, σ, T, δ), with CSV/JSON/plot output.",
+                  "jaxpriv sweep --q 1e-3:0.1:25:log --sigma 0.6:3:40 --steps 10000 --delta 1e-5 --out sweep-out")
+    for dest in ("q", "sigma", "steps", "delta"):
+        add_number(p, dest, grid=True, required=dest in ("sigma", "delta"))  # q, steps: or from the schedule
+    add_schedule(p, grid=True)
+    _add_orders(p)
+    _add_accountant(p, "rdp", "thousands of settings per second; pld/best evaluate the PLD setting by setting, "
+                              "slow for big grids on a CPU")
+    p.add_argument("--out", metavar="DIR", help="write sweep.csv, sweep.json and epsilon_grid.png here")
+    p.add_argument("--csv", metavar="FILE",
+                   help="write the results as CSV (q,sigma,steps,delta,epsilon,best_order; best_order is nan "
+                        "where the PLD bound is reported)")
+    p.add_argument("--json", metavar="FILE", help="write the grid and results as JSON")
+    p.add_argument("--plot", metavar="FILE", help="heatmap of ε over (q, σ) (needs one T and one δ)")
+    add_number(p, "chunk_size", metavar="N", extra="256 on the CPU, 4096 on an accelerator, when not given")
+    defaults(p, cmd_sweep, dirs=("out",), files=("csv", "json", "plot"), check=_check_sweep)
+
+
+def cmd_epsilon(args) -> int:
+    from ..report import ORDER_SETS, privacy_summary
+
+    s = privacy_summary(args.q, args.sigma, args.steps, args.delta, orders=ORDER_SETS[args.orders],
+                        refine=args.refine, accountant=args.accountant)
+    if args.json:
+        print(json.dumps({**s, "orders": args.orders}, indent=2))
+        return 0
+    by = {"rdp": "RDP", "pld": "PLD upper", "best": "the smaller of RDP and PLD upper"}[args.accountant]
+    console = stdout_console()
+    console.print(f"ε = {fmt(s['epsilon'])} at δ = {args.delta:g} (accountant {args.accountant}: {by})")
+    pld_note = ("bound: the true ε lies in the interval" if s["epsilon_pld_lower"] is not None
+                else "needs an integer T")
+    # The CLT (Bu et al.) is exact only as T → ∞ with q√T fixed; for few steps, or where the rare sampled
+    # step dominates the privacy loss, it can fall far below the true ε: say so when the interval shows it.
+    clt = s["epsilon_gdp_clt_approximation"]
+    clt_note = f"approximation, not a bound (μ ≈ {s['gdp_clt_mu_approximation']:.4g})"
+    if s["epsilon_pld_lower"] is not None and clt < s["epsilon_pld_lower"]:
+        clt_note += "; below the PLD lower bound: it underestimates ε here"
+    console.print(table(
+        f"DP-SGD: q = {args.q:g}, σ = {args.sigma:g}, T = {fmt_steps(args.steps)}, δ = {args.delta:g}",
+        ["accountant", "ε", "note"],
+        [
+            ["RDP, improved conversion", fmt(s["epsilon_rdp"]), f"bound; best order α = {s['best_order']:g}"],
+            ["RDP, classic conversion", fmt(s["epsilon_classic"]),
+             f"bound, looser; best order α = {s['best_order_classic']:g}"],
+            ["PLD \\[lower, upper]", interval(s["epsilon_pld_lower"], s["epsilon_pld_upper"]), pld_note],
+            ["Gaussian DP, CLT (approximation)", fmt(clt), clt_note],
+        ],
+    ))
+    return 0
+
+
+def _solve(target: str, epsilon, params: dict, delta: float, orders, accountant: str) -> np.ndarray:
+    """The calibrated parameter for each target ε (inf or 0 where a target cannot be met)."""
+    from .. import calibrate
+
+    with warnings.catch_warnings():  # unattainable targets are reported in the table instead
+        warnings.simplefilter("ignore", RuntimeWarning)
+        if target == "sigma":
+            value = calibrate.noise_multiplier(epsilon, params["q"], params["steps"], delta, orders=orders,
+                                               accountant=accountant)
+        elif target == "q":
+            value = calibrate.sampling_rate(epsilon, params["sigma"], params["steps"], delta, orders=orders,
+                                            accountant=accountant)
+        else:
+            value = calibrate.steps(epsilon, params["q"], params["sigma"], delta, orders=orders,
+                                    accountant=accountant)
+    return np.asarray(value)
+
+
+def _achieved(params: dict, delta: float, orders, accountant: str) -> np.ndarray:
+    """ε at the calibrated values, by the accountant that calibrated them."""
+    from .. import accounting, events
+    from ..accountant import dpsgd_epsilon
+
+    if accountant == "rdp":
+        return np.asarray(dpsgd_epsilon(delta=delta, orders=orders, **params))
+    step = events.PoissonSampled(params["q"], events.Gaussian(params["sigma"]))
+    return accounting.epsilon(events.SelfComposed(step, params["steps"]), delta, accountant=accountant)
+
+
+def cmd_calibrate(args) -> int:
+    from ..report import ORDER_SETS
+
+    orders = ORDER_SETS[args.orders]
+    fixed = {name: getattr(args, name) for name in ("q", "sigma", "steps") if name != args.target}
+    value = _solve(args.target, args.epsilon, fixed, args.delta, orders, args.accountant)
+    met = np.isfinite(value) & (value > 0)  # σ = inf, q = 0 or T = 0: the target is out of reach
+    # Recompute ε at the calibrated value: it shows the guarantee holds (achieved ≤ target).
+    params = {**fixed, args.target: np.where(met, value, 1.0)}
+    achieved = np.where(met, _achieved(params, args.delta, orders, args.accountant), np.nan)
+
+    if args.json:
+        rows = [{"target_epsilon": float(t), args.target: json_value(v) if m else None,
+                 "achieved_epsilon": json_value(a), **fixed, "delta": args.delta, "accountant": args.accountant}
+                for t, v, a, m in zip(args.epsilon, value, achieved, met)]
+        print(json.dumps(rows, indent=2))
+        return _report_unattainable(args, fixed, met, orders)
+    fmt_target = fmt_steps if args.target == "steps" else fmt
+    rows = [
+        [fmt(t), fmt_target(v), fmt(a), "yes" if a <= t else "NO"] if m else [fmt(t), "unattainable", "-", "-"]
+        for t, v, a, m in zip(args.epsilon, value, achieved, met)
+    ]
+    given = ", ".join(f"{_SYMBOL[k]} = {fmt_steps(v) if k == 'steps' else f'{v:g}'}" for k, v in fixed.items())
+    console = stdout_console()
+    console.print(table(f"{_SYMBOL[args.target]} calibrated for {given}, δ = {args.delta:g} "
+                        f"({args.accountant} accountant)",
+                        ["target ε", _SYMBOL[args.target], "achieved ε", "≤ target"], rows, numeric=(0, 1, 2)))
+    return _report_unattainable(args, fixed, met, orders)
+
+
+#: The end of each calibrated parameter's range where ε is smallest (the library's search brackets)
+_SAFEST = {"sigma": 1e4, "q": 1e-12, "steps": 1}
+
+
+def _report_unattainable(args, fixed: dict, met: np.ndarray, orders) -> int:
+    """Exit status 1, with one line on stderr, when a target cannot be met: which targets, the smallest ε
+    the accountant certifies (at the safest end of the parameter's range) and what to change."""
+    if met.all():
+        return 0
+    missed = np.asarray(args.epsilon)[~met]
+    safest = {**fixed, args.target: _SAFEST[args.target]}
+    floor = float(np.min(_achieved(safest, args.delta, orders, args.accountant)))
+    targets = f"target{'s' if missed.size > 1 else ''} ε = {', '.join(fmt(t) for t in missed)}"
+    hint = "raise σ or lower q" if args.target == "steps" else "raise the target or δ"
+    if args.accountant == "rdp" and args.target != "steps":
+        hint += ", or try --accountant pld (tighter)"
+    symbol, end = _SYMBOL[args.target], _SAFEST[args.target]
+    if floor > missed.max():
+        reason = f"even {symbol} = {end:,g} gives ε = {fmt(floor)}"
+    else:
+        reason = f"no {symbol} in the calibration's search range meets it"
+    print(f"jaxpriv: error: {targets} unattainable with the {args.accountant} accountant: {reason}; {hint}",
+          file=sys.stderr)
+    return 1
+
+
+def _sweep_paths(args) -> dict:
+    """Where each sweep output goes: explicit --csv/--json/--plot, else default names under --out."""
+    defaults = {"csv": "sweep.csv", "json": "sweep.json", "plot": "epsilon_grid.png"}
+    paths = {kind: getattr(args, kind) for kind in defaults}
+    if args.out:
+        paths = {kind: path or os.path.join(args.out, defaults[kind]) for kind, path in paths.items()}
+    return {kind: path for kind, path in paths.items() if path}
+
+
+def _check_sweep(args) -> None:
+    """A heatmap needs a 2-D (q, σ) slice with q > 0 (log axis): fail before a long sweep, not after."""
+    if "plot" not in _sweep_paths(args):
+        return
+    if args.steps.size != 1 or args.delta.size != 1:
+        raise ValueError("--plot needs a single --steps and a single --delta value")
+    if args.q.size < 2 or args.sigma.size < 2 or not np.all(args.q > 0):
+        raise ValueError("--plot needs at least 2 values of --q (all > 0, log axis) and of --sigma")
+
+
+def _write_csv(path: str, rows: list[dict]) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)  # floats are written with repr(): they read back exactly
+
+
+def _write_json(path: str, grid, orders: str) -> None:
+    document = {
+        "grid": {name: getattr(grid, name).tolist() for name in ("q", "sigma", "steps", "delta")},
+        "orders": orders,
+        "accountant": grid.accountant,
+        "seconds": grid.seconds,
+        "results": [{k: json_value(v) for k, v in row.items()} for row in grid.rows()],
+    }
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(document, f)
+
+
+def cmd_sweep(args) -> int:
+    from rich.markup import escape
+
+    from .. import report
+
+    paths = _sweep_paths(args)
+    # dpsgd_epsilon chunks the grid and shows its own progress bar when there is more than one chunk.
+    grid = report.epsilon_grid(args.q, args.sigma, args.steps, args.delta, orders=report.ORDER_SETS[args.orders],
+                               chunk_size=args.chunk_size, accountant=args.accountant)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+    if "csv" in paths:
+        _write_csv(paths["csv"], grid.rows())
+    if "json" in paths:
+        _write_json(paths["json"], grid, args.orders)
+    if "plot" in paths:
+        title = f"DP-SGD ε, T = {fmt_steps(grid.steps[0])}, δ = {grid.delta[0]:g}"
+        report.plot_epsilon_grid(grid.q, grid.sigma, grid.epsilon[:, :, 0, 0], paths["plot"], title,
+                                 label=_GRID_LABEL[args.accountant])
+
+    eps = grid.epsilon[np.isfinite(grid.epsilon)]
+    shape = " × ".join(str(a.size) for a in (grid.q, grid.sigma, grid.steps, grid.delta))
+    console = stdout_console()
+    if grid.size == 1:  # one configuration: its ε (no spread, and no rate worth stating)
+        spread = [["ε", fmt(float(grid.epsilon.flat[0]))]]
+    else:
+        spread = [["min ε", fmt(eps.min()) if eps.size else "-"],
+                  ["median ε", fmt(np.median(eps)) if eps.size else "-"],
+                  ["max ε", fmt(eps.max()) if eps.size else "-"],
+                  ["infinite ε", f"{grid.size - eps.size:,}"]]
+    rate = grid.size / grid.seconds if grid.seconds > 0 else math.inf
+    timing = [["time", f"{grid.seconds:.2f} s (compilation included)"]]
+    if grid.size > 1:
+        timing.append(["configurations/s", f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"])
+    console.print(table("ε sweep", None, [
+        ["configurations", f"{grid.size:,} (q × σ × T × δ = {shape})"],
+        ["accountant", args.accountant],
+        *spread,
+        *timing,
+    ], numeric=()))
+    for kind, path in paths.items():
+        console.print(f"wrote {kind}: {escape(path)}", soft_wrap=True)  # paths never wrap
+    return 0
