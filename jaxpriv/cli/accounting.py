@@ -153,7 +153,7 @@ def _solve(target: str, epsilon, params: dict, delta: float, orders, accountant:
 def _achieved(params: dict, delta: float, orders, accountant: str) -> np.ndarray:
     """ε at the calibrated values, by the accountant that calibrated them."""
     from .. import accounting, events
-    from ..accountant import dpsgd_epsilon
+    from ..accounting.dpsgd import dpsgd_epsilon
 
     if accountant == "rdp":
         return np.asarray(dpsgd_epsilon(delta=delta, orders=orders, **params))
