@@ -14,17 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._numerics import (
-    round_up,
-    check_array,
-    check_broadcastable,
-    check_orders,
-    float64,
-    is_concrete,
-    as_output,
-    log1mexp,
-    log1p,
-)
+from .._numerics import (round_up, check_array, check_broadcastable, check_orders, float64, is_concrete, as_output,
+                         log1mexp, log1p)
 
 __all__ = ["DP_ACCOUNTING_ORDERS", "DEFAULT_ORDERS", "gaussian_kernel", "gaussian", "laplace_kernel",
            "laplace", "orders_array", "compose", "to_epsilon_kernel", "to_epsilon", "to_delta"]

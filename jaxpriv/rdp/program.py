@@ -15,18 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._batching import map_chunked
-from .._numerics import (
-    EPS64,
-    round_up,
-    check_array,
-    check_broadcastable,
-    check_orders,
-    float64,
-    is_concrete,
-    as_output,
-    log_normal_cdf,
-    log1p,
-)
+from .._numerics import (EPS64, round_up, check_array, check_broadcastable, check_orders, float64, is_concrete,
+                         as_output, log_normal_cdf, log1p)
 from .curves import gaussian_kernel
 from .series import CVZ_TERMS, CVZ_WEIGHTS, LOG_CVZ_ERROR, log_abs_binom, log_binomial_row
 

@@ -11,17 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._numerics import (
-    round_up,
-    check_array,
-    check_broadcastable,
-    check_orders,
-    float64,
-    is_concrete,
-    as_output,
-    log_expm1,
-    log1p,
-)
+from .._numerics import (round_up, check_array, check_broadcastable, check_orders, float64, is_concrete, as_output,
+                         log_expm1, log1p)
 from .curves import orders_array, to_epsilon_kernel
 from .series import CPU_BLOCK, integer_groups, log_am1_binomial
 from .program import subsampled_gaussian_kernel
