@@ -125,3 +125,21 @@ def test_a_type_must_derive_from_event_and_declare_its_numbers():
         events.event_type(("x",))(type("Plain", (), {"__annotations__": {"x": float}}))
     with pytest.raises(TypeError, match=r"Undeclared: data fields \['x'\] need a Parameter"):
         events.event_type(("x",))(type("Undeclared", (events.Event,), {"__annotations__": {"x": float}}))
+
+
+@pytest.mark.parametrize("option, event_type, field", [
+    ("q", events.PoissonSampled, "rate"),
+    ("sigma", events.Gaussian, "noise_multiplier"),
+    ("noise_multiplier", events.Gaussian, "noise_multiplier"),
+    ("steps", events.SelfComposed, "count"),
+    ("n", events.Shuffled, "n"),
+])
+def test_the_command_lines_rules_state_the_declared_ranges(option, event_type, field):
+    """The command line checks its arguments before JAX is imported, so it keeps its own (numpy) table;
+    this pins each of its event numbers to the range the event type declares."""
+    from jaxpriv.cli import RULES
+
+    declared = next(p for p in event_type.PARAMETERS if p.field == field)
+    rule = RULES[option]
+    assert (rule.lo, rule.hi, rule.lo_open, rule.hi_open, rule.integer) == (
+        declared.lo, declared.hi, declared.lo_open, declared.hi_open, declared.integer)
