@@ -24,6 +24,9 @@ jax.config.update("jax_compilation_cache_dir", os.path.abspath(_CACHE))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)  # workers share small kernels too
 
 
+#: Deprecated alias modules (they warn on import and hold no doctests): not collected by --doctest-modules
+collect_ignore = ["jaxpriv/accountant.py", "jaxpriv/mechanisms/harmonizer.py"]
+
 #: Test modules that take a minute or more from a cold cache, slowest first (measured with ``--durations=0``;
 #: most of their time is XLA compilation). Every other module keeps its collection order after these.
 HEAVY_FIRST = ("test_accounting_pld.py", "test_cli.py", "test_shuffle_rounds.py", "test_traced_safety.py",

@@ -17,7 +17,8 @@ from jaxpriv import rdp
 from jaxpriv.federated import partition, simulator, udpfl
 from jaxpriv.federated.partition import ClientData
 from jaxpriv.federated.simulator import ServerState
-from jaxpriv.mechanisms import harmonizer, staircase
+from jaxpriv.calibrate import harmonizer
+from jaxpriv.mechanisms import staircase
 from jaxpriv.reproduce import udpfl as udpfl_reproduction
 from jaxpriv.shuffle import bounds
 from jaxpriv.train import data, dpsgd

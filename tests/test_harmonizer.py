@@ -1,4 +1,4 @@
-"""Tests for jaxpriv.mechanisms.harmonizer (UDP-FL Harmonizer, MATH §5): every client's calibrated scale
+"""Tests for jaxpriv.calibrate.harmonizer (UDP-FL Harmonizer, MATH §5): every client's calibrated scale
 meets its target on the safe side and within 1e-6 of it, recomputed independently through the public
 curves; the Gaussian matches jaxpriv.calibrate.noise_multiplier; monotonicity; shapes; bad input.
 
@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from jaxpriv import calibrate, rdp
-from jaxpriv.mechanisms import harmonizer, staircase
+from jaxpriv.calibrate import harmonizer
+from jaxpriv.mechanisms import staircase
 
 ORDERS = np.array([1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 48.0, 64.0, 128.0])
 DELTA = 1e-5

@@ -50,8 +50,10 @@ LAYERS = [
     # the accountants, which read the mechanisms' and shuffling's curves
     ("accounting", ["jaxpriv.accounting", "jaxpriv.accounting.*", "jaxpriv.accountant"]),
     # what solves with or composes the accountants: calibration, the Harmonizer, shuffled rounds, summaries
-    ("calibration", ["jaxpriv.calibrate", "jaxpriv.mechanisms.harmonizer", "jaxpriv.shuffle.rounds",
-                     "jaxpriv.shuffle.summary"]),
+    # (jaxpriv.mechanisms.harmonizer: a deprecated alias of jaxpriv.calibrate.harmonizer; shuffle.rounds composes
+    # shuffled rounds with the accountants, a calibration-layer module kept beside the shuffle kernels it reports)
+    ("calibration", ["jaxpriv.calibrate", "jaxpriv.calibrate.*", "jaxpriv.mechanisms.harmonizer",
+                     "jaxpriv.shuffle.rounds"]),
     # DP-SGD: data, sampling, clipping, noise, the trainer
     ("train", ["jaxpriv.train", "jaxpriv.train.*"]),
     # the seed systems: their clients, aggregators, accounting and builders

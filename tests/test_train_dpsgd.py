@@ -565,7 +565,7 @@ def test_laplace_accountant_is_subsampled_laplace_composed_and_converted():
 
 
 def test_laplace_plan_calibrates_b_with_the_harmonizer():
-    from jaxpriv.mechanisms import harmonizer
+    from jaxpriv.calibrate import harmonizer
 
     config = DPSGDConfig(epochs=4, batch_size=50, epsilon=2.0, delta=DELTA, mechanism="laplace", clip_norm=0.5)
     plan = plan_privacy(config, 1000)
@@ -636,7 +636,7 @@ def test_staircase_digits_run_stays_within_budget():
 def test_a_harmonized_scale_the_accountant_rejects_is_an_error(monkeypatch):
     """The Laplace/staircase plan trusts the Harmonizer because both ask the same accountant; a scale the
     trainer's accountant finds over budget is a bug, reported, never nudged."""
-    from jaxpriv.mechanisms import harmonizer
+    from jaxpriv.calibrate import harmonizer
 
     real = harmonizer.harmonize
     monkeypatch.setattr(harmonizer, "harmonize", lambda *a, **k: real(*a, **k)._replace(scale=real(*a, **k).scale / 2))

@@ -4,7 +4,7 @@ MATH §4.2, §5, §6).
 Feng et al., "UDP-FL" (seed 002), Alg. 1: every round the selected clients run τ local DP-SGD steps from
 the global model — Poisson-sample their records at rate q, clip each example's gradient, add their own
 mechanism's noise, step — and send their models to the server. Client k picks a mechanism m_k ∈
-{gaussian, laplace, staircase} and a budget (ε_k, δ); :func:`jaxpriv.mechanisms.harmonizer.harmonize`
+{gaussian, laplace, staircase} and a budget (ε_k, δ); :func:`jaxpriv.calibrate.harmonizer.harmonize`
 calibrates its scale so that its T·τ subsampled steps meet the budget (:func:`scales`).
 
 Sensitivity per mechanism (stated, and what the accounting assumes):
@@ -49,7 +49,7 @@ from flax import nnx
 from .. import events, rdp
 from .._numerics import check_array
 from ..mechanisms._common import round_to
-from ..mechanisms import harmonizer
+from ..calibrate import harmonizer
 from ..shuffle import bounds
 from ..train import noise
 from ..train.clipping import split_clipped_grad_sum

@@ -34,7 +34,7 @@ the L1 ball (a polytope) is at a vertex ±C·e_i: the worst case is the 1-D curv
 (:func:`jaxpriv.rdp.laplace`, MATH §1.2; b is the Laplace scale per unit of L1 sensitivity, the role
 σ plays for the Gaussian). T steps compose :func:`jaxpriv.rdp.subsampled` (Zhu & Wang 2019, MATH §1.4)
 of that curve, converted with the improved conversion (§1.8); a target ε calibrates b with
-:func:`jaxpriv.mechanisms.harmonizer.harmonize` (the same accounting, solved conservatively).
+:func:`jaxpriv.calibrate.harmonizer.harmonize` (the same accounting, solved conservatively).
 
 ``"staircase"``: per-coordinate staircase noise (γ = γ*, per-step ε₀, sensitivity C) on the L1-clipped
 sum. Its RDP at shift t is **concave** in t (:func:`jaxpriv.mechanisms.staircase.rdp_shift`), so the 1-D
@@ -231,11 +231,11 @@ def plan_privacy(config: DPSGDConfig, n: int, dimension: int | None = None) -> P
 def _harmonized_scale_for(mechanism: str, epsilon: float, rate: float, steps: int, delta: float, orders,
                           dimension: int) -> float:
     """The Laplace scale b (per unit L1 sensitivity) or the staircase's per-step ε₀ that spends ``epsilon``
-    in ``steps`` subsampled steps: UDP-FL's Harmonizer (:func:`jaxpriv.mechanisms.harmonizer.harmonize`)
+    in ``steps`` subsampled steps: UDP-FL's Harmonizer (:func:`jaxpriv.calibrate.harmonizer.harmonize`)
     solves exactly this, with the accountant :class:`GroupAccountant` asks."""
     import warnings
 
-    from ..mechanisms import harmonizer
+    from ..calibrate import harmonizer
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # an unattainable target is reported below

@@ -18,9 +18,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import events, rdp
-from ._batching import map_chunked
-from ._numerics import (SOLVE_XTOL, as_output, bisect_floats, check_array, check_broadcastable, check_orders, float64,
+from .. import events, rdp
+from .._batching import map_chunked
+from .._numerics import (SOLVE_XTOL, as_output, bisect_floats, check_array, check_broadcastable, check_orders, float64,
                         is_concrete, solve_monotone)  # solve_monotone, bisect_floats: re-exported root finders
 
 __all__ = ["calibrate", "noise_multiplier", "sampling_rate", "steps", "solve_monotone", "bisect_floats"]
@@ -509,7 +509,7 @@ def calibrate(make_event, target_epsilon, delta, *, bounds, accountant="best", x
       >>> round(float(sigma), 4)
       4.1258
     """
-    from . import accounting
+    from .. import accounting
 
     if not (isinstance(bounds, (tuple, list)) and len(bounds) == 2):
         raise ValueError(f"bounds must be a pair (lo, hi) with 0 < lo < hi < inf, got {bounds!r}")
@@ -586,8 +586,8 @@ def _differentiable_rdp_solution(make_event, target_epsilon, delta, bounds, acco
     """:func:`calibrate` under ``jax.grad``/``jvp`` (RDP accountant): the solution is found on the host
     from the primal values, and its derivative comes from the implicit-function theorem on the traced
     RDP ε(p, δ) = target: dp = (d target − ∂ε/∂δ · dδ) / (∂ε/∂p), never through the search."""
-    from . import accounting
-    from .accounting import renyi
+    from .. import accounting
+    from ..accounting import renyi
 
     orders = (accountant if isinstance(accountant, accounting.RDP) else accounting.RDP())._orders()
 
