@@ -15,6 +15,8 @@ An event type is a frozen dataclass registered as a JAX pytree (:func:`event_typ
 * ``unsupported_by(accountant)`` — why an accountant cannot interpret it (default: it does not declare
   that accountant's interpretation).
 * ``DP_ACCOUNTING`` and ``to_dp_accounting``/``from_dp_accounting`` — its dp_accounting DpEvent, if any.
+* ``NOISE_SCALE`` and ``sample_noise`` — for an additive noise of one scale, its scale field and sampler
+  (the trainer's noise transform, :mod:`jaxpriv.train.noise`, draws with it).
 
 The accountants (:mod:`jaxpriv.accounting`) walk the tree and call these; nothing switches on a type's
 name, so a new event type is one class (``tests/test_events.py`` registers a toy one in the test alone).
@@ -95,6 +97,14 @@ class Event:
     CHILD: ClassVar[str | None] = None
     #: the dp_accounting DpEvent class names this type converts from (the first one: to)
     DP_ACCOUNTING: ClassVar[tuple[str, ...]] = ()
+    #: additive noise of one scale: the field whose value × the sensitivity is the noise scale (None: the type
+    #: is not such a noise); :meth:`sample_noise` draws it
+    NOISE_SCALE: ClassVar[str | None] = None
+
+    @staticmethod
+    def sample_noise(key, scale, shape, dtype):
+        """Draws of the noise at ``scale`` (the :data:`NOISE_SCALE` field × the sensitivity)."""
+        raise NotImplementedError
 
     # -- structure ---------------------------------------------------------------------------------
 

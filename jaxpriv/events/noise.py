@@ -1,7 +1,7 @@
 """The noise mechanisms as events: Gaussian, Laplace, Staircase, RandomizedResponse (MATH §1.1-1.2, §4, §7.1).
 
 Each class is the one home of its mechanism's accounting: parameters and ranges, RDP curve, PLD loss law
-and lattice, dp_accounting mapping. :class:`NoiseFamily` adds what callers that take an additive mechanism
+and lattice, dp_accounting mapping, and (Gaussian, Laplace) its scale field and sampler. :class:`NoiseFamily` adds what callers that take an additive mechanism
 by name (the trainer, the Harmonizer, UDP-FL's clients) need: its noise parameter, clipping norm and
 search range.
 """
@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import rdp as rdp_curves
 from .._numerics import check_array
-from ..mechanisms import randomized_response, staircase
+from ..mechanisms import gaussian, laplace, randomized_response, staircase
 from . import laws
 from .base import Event, Parameter, event_type
 
@@ -34,6 +34,8 @@ class Gaussian(Event):
 
     PARAMETERS = (Parameter("noise_multiplier", "noise_multiplier sigma", lo_open=True),)
     DP_ACCOUNTING = ("GaussianDpEvent",)
+    NOISE_SCALE = "noise_multiplier"
+    sample_noise = staticmethod(gaussian.sample)
 
     def rdp(self, orders):
         return rdp_curves.gaussian(self.noise_multiplier, orders)
@@ -65,6 +67,8 @@ class Laplace(Event):
 
     PARAMETERS = (Parameter("scale", "scale b", lo_open=True),)
     DP_ACCOUNTING = ("LaplaceDpEvent",)
+    NOISE_SCALE = "scale"
+    sample_noise = staticmethod(laplace.sample)
 
     def rdp(self, orders):
         return rdp_curves.laplace(self.scale, orders)

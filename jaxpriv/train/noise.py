@@ -57,15 +57,11 @@ from jax.flatten_util import ravel_pytree
 from .. import events
 from .._checks import check_values, in_range
 from .._numerics import is_concrete
-from ..mechanisms import gaussian, laplace, staircase
+from ..mechanisms import staircase
 from ..mechanisms._common import round_to
 
 __all__ = ["NoiseState", "NoiseArguments", "noise_transform", "noise_arguments", "noise_update", "add_noise",
            "gaussian_noise"]
-
-#: additive mechanisms whose noise is ``sample(key, number × Δ, shape, dtype)``: the event's field, the sampler
-_SCALED = {events.Gaussian: ("noise_multiplier", gaussian.sample), events.Laplace: ("scale", laplace.sample)}
-
 
 class NoiseState(NamedTuple):
     """State of a noise transform: the PRNG key of the next step."""
@@ -127,10 +123,10 @@ def _prepare(event, sensitivity, normalize_by) -> _Noise:
             return staircase.sample(key, epsilon, gamma, shape, sensitivity=sensitivity, dtype=dtype)
 
         return _Noise(draw, denominator, ok & ok_e & ok_g)
-    if type(event) not in _SCALED:
+    if not (isinstance(event, events.Event) and event.NOISE_SCALE):  # noise = sample_noise(key, number × Δ, ...)
         raise ValueError(f"event must be events.Gaussian, events.Laplace or events.Staircase, got "
                          f"{type(event).__name__}")
-    field, sample = _SCALED[type(event)]
+    field, sample = event.NOISE_SCALE, event.sample_noise
     number, ok_x = _number(f"{type(event).__name__} {field}", getattr(event, field), 0.0)
     scale = _scale_on_sum(number, sensitivity)
     if is_concrete(scale) and scale == 0:
@@ -283,7 +279,7 @@ def noise_arguments(event, *, sensitivity=1.0, normalize_by=1.0, dtype=jnp.float
         numbers = (np.asarray(v, np.float64).astype(dtype) for v in (epsilon, gamma, float(sensitivity)))
         epsilon, gamma, delta = numbers
         return NoiseArguments(events.Staircase(epsilon, gamma, event.dimension), delta, denominator)
-    field, _ = _SCALED[type(event)]
+    field = event.NOISE_SCALE
     scale = _scale_on_sum(getattr(event, field), sensitivity)  # float64
     scale = round_to(scale, dtype) if dtype == jnp.float32 else np.asarray(scale, np.float64)
     return NoiseArguments(type(event)(**{field: scale}), None, denominator)
