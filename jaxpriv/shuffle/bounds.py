@@ -571,15 +571,8 @@ def girgis_rdp_lower(eps0, n, orders):
 
     Source: Girgis et al., CCS 2021, lower bound (attained by an ε₀-LDP randomizer, so no bound that holds
     for every ε₀-LDP randomizer can be below it), as quoted by UDP-FL (seed 002, §4.4.1, its lower-bound
-    lemma); MATH §1.6. Useful as a sanity floor for any shuffle RDP upper bound.
-
-    Args:
-      eps0: local privacy ε₀ > 0, finite (array, broadcast with ``n``; shape ``S``).
-      n: number of users, an integer ≥ 2 (array).
-      orders: 1-D array of ``K`` integer Rényi orders α ≥ 2.
-
-    Returns:
-      float64 array of shape ``S + (K,)``.
+    lemma); MATH §1.6. Useful as a sanity floor for any shuffle RDP upper bound. Arguments and result as
+    :func:`girgis_rdp_simplified`.
 
     Example:
       >>> import math
