@@ -471,6 +471,9 @@ def build_parser() -> argparse.ArgumentParser:
         _add_report_parser(subparsers, name)
     _add_train_parser(subparsers)
     _add_math_parser(subparsers)
+    from .audit import command as audit_command  # numpy only: the audit's logic lives in jaxpriv.audit
+
+    audit_command.add_parser(subparsers, _subparser, _add_number, _defaults)
     return parser
 
 
