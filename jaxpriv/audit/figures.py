@@ -116,7 +116,7 @@ def plot_audit(path: str, *, claimed_fpr, claimed_tpr, scores=None, inserted=Non
         e = float(check_values("epsilon_lower", epsilon_lower, 0.0).reshape(()))
         line = np.minimum(np.exp(e) * x[keep] + delta, 1.0)
         ax.plot(x[keep], line, color="tab:red", linestyle="--",
-                label=f"audited lower bound: TPR = e^{{{e:.2f}}}·FPR + δ")
+                label=f"audited lower bound: TPR = exp({e:.2f})·FPR + δ")
     ax.plot(x[keep], x[keep], color="0.6", linewidth=0.8, label="no information (TPR = FPR)")
     ax.set_xscale("log")
     ax.set_yscale("log")
