@@ -58,6 +58,8 @@ LAYERS = [
     ("train", ["jaxpriv.train", "jaxpriv.train.*"]),
     # the seed systems: their clients, aggregators, accounting and builders
     ("federated", ["jaxpriv.federated", "jaxpriv.federated.*"]),
+    # auditing: empirical lower bounds on ε from canaries, samplers and runs of the trainer
+    ("audit", ["jaxpriv.audit", "jaxpriv.audit.*"]),
     # the papers' tables, figures and constants, regenerated from the library (reproduce runs its system
     # modules by name); nothing in the library imports it, only the command line
     ("reproduction", ["jaxpriv.reproduce", "jaxpriv.reproduce.*"]),

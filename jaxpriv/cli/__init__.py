@@ -38,7 +38,7 @@ from .. import __version__
 # single-module jaxpriv.cli had them (the handlers, the rules, parse_grid, ACCOUNTANTS)
 from .accounting import add_accounting_parsers, cmd_calibrate, cmd_epsilon, cmd_sweep
 from .report import add_math_parser, add_report_parser, cmd_math, cmd_report
-from .rules import ACCOUNTANTS, FORMATTER, RULES, Rule, check_arguments, parse_grid
+from .rules import ACCOUNTANTS, FORMATTER, RULES, Rule, add_number, check_arguments, defaults, parse_grid, subparser
 from .shuffle import add_shuffle_parser, cmd_shuffle
 from .tables import table
 from .train import add_train_parser, cmd_train
@@ -93,4 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_report_parser(subparsers, name)
     add_train_parser(subparsers)
     add_math_parser(subparsers)
+    from ..audit import command as audit_command  # numpy only: the audit's logic lives in jaxpriv.audit
+
+    audit_command.add_parser(subparsers, subparser, add_number, defaults)
     return parser
