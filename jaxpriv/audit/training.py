@@ -285,7 +285,7 @@ def audit_training(data, *, epsilon: float, delta: float = 1e-5, canaries: int =
         kinds.append(_kind("input", -np.asarray(losses, np.float64), canary_set.input_inserted, delta, c,
                            fractions, seed))
     plan = result.plan
-    rate, sigma = float(plan.rate[0]), float(plan.sigma[0])
+    rate, sigma = float(plan.rate[0]), float(plan.noise_parameter[0])
     mu = math.sqrt(result.steps) / sigma if rate == 1.0 else None
     return TrainingAudit(float(result.epsilon), mu, float(delta), c, tuple(kinds), result, rate, sigma)
 
