@@ -19,7 +19,7 @@ from ._lazy import lazy_attributes
 # Submodules load on first use, so ``import jaxpriv`` (and the command line's argument checks) cost no
 # JAX import.
 __getattr__, __dir__ = lazy_attributes(__name__, {
-    **{name: name for name in ("events", "accounting", "rdp", "fdp", "calibrate", "accountant", "shuffle",
+    **{name: name for name in ("events", "accounting", "rdp", "fdp", "calibrate", "shuffle",
                                "mechanisms", "budgets", "schedule", "distributed", "audit")},
     "Accountant": "accounting.ledger",
     "dpsgd_epsilon": "accounting.dpsgd",
