@@ -2,7 +2,7 @@
 of which were inserted (MATH §10.2, §10.3).
 
 * :func:`epsilon_lower_bound` — Steinke, Nasr & Jagielski, "Privacy Auditing with One (1) Training Run",
-  NeurIPS 2023, Theorem 5.2 (the (ε, δ) tail bound, Eq. of their Proposition 5.7's p-value): if the
+  NeurIPS 2023, main theorem (the (ε, δ) tail bound behind their code's p-value; MATH §10.2): if the
   mechanism is (ε, δ)-DP in each canary, r guesses have v correct with probability at most
   P[Binomial(r, p_ε) ≥ v] + 2mδ · max_{1≤i≤v} (1/i) P[v − i ≤ Binomial(r, p_ε) < v],  p_ε = e^ε/(1 + e^ε).
 * :func:`gdp_lower_bound` — Mahloujifar, Melis & Chaudhuri, "Auditing f-Differential Privacy in One Run",
@@ -153,7 +153,7 @@ def _candidates(guesses, m: int) -> list[tuple[int, int]]:
 
 
 def p_value(canaries: int, guesses: int, correct: int, epsilon: float, delta: float) -> float:
-    """Steinke et al. (2023), Theorem 5.2: an upper bound on P[at least v of r guesses correct] for a
+    """Steinke et al. (2023), main theorem (MATH §10.2): an upper bound on P[at least v of r guesses correct] for a
     mechanism that is (ε, δ)-DP in each of m canaries (each inserted with probability ½):
     P[Bin(r, p) ≥ v] + 2mδ · max_{1≤i≤v} (1/i) Σ_{j=1..i} P[Bin(r, p) = v − j], p = e^ε/(1 + e^ε).
 
@@ -206,7 +206,7 @@ def _prepare(scores, inserted, delta, confidence, guesses, seed, delta_lo_open=F
 
 def epsilon_lower_bound(scores, inserted, *, delta: float = 0.0, confidence: float = 0.95, guesses=None,
                         seed: int = 0) -> OneRunBound:
-    """A lower bound on ε from one run (Steinke, Nasr & Jagielski 2023, Theorem 5.2; MATH §10.2).
+    """A lower bound on ε from one run (Steinke, Nasr & Jagielski 2023; MATH §10.2).
 
     For each candidate (k_in, k_out) of ``guesses``, the guesser marks the k_in highest scores "inserted" and
     the k_out lowest "not inserted"; with v of r = k_in + k_out guesses correct, the bound is the largest ε
