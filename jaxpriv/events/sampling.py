@@ -43,7 +43,7 @@ from .._batching import static_size
 from . import laws
 from .base import Event, Parameter, event_type, map_numbers, walk
 
-__all__ = ["PoissonSampled", "ClientSampled", "ClientMixture"]
+__all__ = ["PoissonSampled", "ClientSampled", "ClientMixture", "pack_atoms"]
 
 #: settings whose local runs are composed at once (bounds the host memory of their composed PLDs)
 NESTED_CHUNK = 64
@@ -131,10 +131,10 @@ class ClientSampled(Event):
                 sides[f"{name}_upper"] += lists[0]
                 sides[f"{name}_lower"] += lists[1]
         width = static_size(max(loss.size for atoms in sides.values() for loss, _ in atoms))  # one shape for all
-        return ClientMixture(_rate(self, size), **{key: _pack(atoms, width) for key, atoms in sides.items()})
+        return ClientMixture(_rate(self, size), **{key: pack_atoms(atoms, width) for key, atoms in sides.items()})
 
 
-def _pack(atoms: list, width: int) -> tuple:
+def pack_atoms(atoms: list, width: int) -> tuple:
     """Per-setting (losses, masses) atom lists → two (B, width) arrays, padded with atoms of loss 0, mass 0."""
     losses = np.stack([np.pad(loss, (0, width - loss.size)) for loss, _ in atoms])
     masses = np.stack([np.pad(mass, (0, width - mass.size)) for _, mass in atoms])
@@ -144,7 +144,8 @@ def _pack(atoms: list, width: int) -> tuple:
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class ClientMixture:
-    """Internal PLD step: a client-sampled local run, its composed PLD prepared on the host.
+    """Internal PLD step: a client-sampled local run, its composed PLD prepared on the host (also a round of
+    random allocation, with rate 1: :mod:`.allocation`).
 
     ``rate`` (B,) the client rate λ; per direction ("remove", "add"): ``*_upper`` = (losses, P-masses) of
     shape (B, A) of the dominating composed PLD (+∞ included as a loss), ``*_lower`` the same for the

@@ -1,0 +1,324 @@
+"""Random allocation of one Gaussian step among m: the privacy-loss law of a round, bounded both ways (MATH §11).
+
+A round of m steps in which one example takes part in exactly one step, chosen uniformly, each step adding
+N(0, σ²) noise to a sum of sensitivity 1. With the example (P) its contribution lies in one coordinate J,
+without it (Q) in none, so the likelihood ratio of the round's output is
+
+    X = dP/dQ = (1/m) Σ_{i=1..m} Y_i,   Y_i = e^{(z_i − 1/2)/σ²},
+
+where, under Q, the Y_i are independent lognormal with log Y ~ N(−1/(2σ²), 1/σ²) and E[Y] = 1 (Feldman &
+Shenfeld 2025, arXiv 2502.08202; the PLD method of arXiv 2602.17284 works on the same sum). Both
+neighbouring directions are functions of X under Q:
+
+* remove (P, Q): loss log X, P-law = X · (Q-law); δ(ε) = E_Q[(X − e^ε)₊];
+* add (Q, P): loss −log X with the Q-law; δ(ε) = E_Q[(1 − e^ε X)₊].
+
+Both hockey-stick integrands are convex in X, so a **mean-preserving spread** of each Y_i (connect-the-dots
+onto a lattice of spacing g: each cell's mass split between its ends, keeping its mean) gives a sum X⁺ that
+dominates the round in both directions (convex order is kept by independent sums); the mean the lattice
+cannot hold (the tail above its top, and sums that leave the window) becomes P-mass at X = ∞ (loss +∞).
+That is the **upper** law. The **lower** law rounds every Y_i to its nearest node: X = X° + F/m with F a
+sum of independent offsets in [−g/2, g/2] whose mean is known, so Bernstein's inequality gives a shift c
+with Pr[F < c] ≤ η (remove) or Pr[F > c] ≤ η (add); the shifted law with η of its mass taken off its top is
+dominated (the argument of :mod:`jaxpriv.events.sampling`'s dominated side).
+
+The laws are computed on the host in float64 (numpy FFTs with a normwise rounding allowance that goes to
++∞ on the upper side and off the top on the lower side), then merged onto at most ``ATOMS`` loss bins:
+upper by splitting each atom between its bin's ends keeping E_P[e^{−L}] (a spread of e^{−L}, whose
+hockey-stick integrand (1 − e^ε e^{−L}·…)₊ is convex), lower by one atom per bin at the P-weighted mean of
+e^{−L} (Jensen the other way).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+from scipy import fft, special
+
+__all__ = ["ATOMS", "round_laws"]
+
+#: loss bins of the returned laws (each side, each direction)
+ATOMS = 2048
+_U = float(np.finfo(np.float64).eps)
+#: lattice spacing, in standard deviations of one Y (the spread adds at most g²/4 of variance per step)
+_SPACING = 0.02
+#: the smallest and largest lattices (nodes); wider windows take a coarser spacing, still certified
+_MIN_NODES, _MAX_NODES = 1 << 16, 1 << 20
+#: the lower law's lattice (its window drops the P-mass beyond Φ(−6) of one summand's tail)
+_LOWER_NODES = 1 << 17
+#: the Bernstein miss probability of the lower law, per round
+_ETA = 1e-13
+
+
+def _phi(x):
+    return special.ndtr(x)
+
+
+#: Gauss-Legendre rule for cells narrower than _NARROW in z: the masses and excesses of narrow cells are then
+#: accurate to a few ulps relative (a difference of Φ values would lose the ratio Φ/mass, ~1e3 in the bulk);
+#: the rule's remainder, (Δz)^17 times bounded derivatives of a Gaussian, lies far below the rounding
+_GAUSS = np.polynomial.legendre.leggauss(8)
+_NARROW = 0.1
+
+
+def _cell_sums(nodes, nu, s):
+    """Per cell [a, b] = [nodes[j], nodes[j+1]] of the lognormal log Y ~ N(ν, s²): its mass, its excess
+    E[Y − a; cell] and bounds on their rounding; and the mass and excess E[(Y − top)₊] above the last node.
+
+    Narrow cells (in z = (log y − ν)/s) integrate φ(z) and a·expm1(s(z − z_a))·φ(z) by Gauss-Legendre; wide
+    ones (near y = 0) use Φ differences and the partial means E[Y; Y ≤ y] = e^{ν+s²/2} Φ(z − s)."""
+    with np.errstate(divide="ignore"):
+        z = (np.log(nodes) - nu) / s
+    scale = math.exp(nu + s * s / 2)
+    za, zb = z[:-1], z[1:]
+
+    def between(a, b):  # Pr[a < Z ≤ b] for standard normal Z, from the side of the median that keeps precision
+        return np.where(a >= 0, _phi(-a) - _phi(-b), _phi(b) - _phi(a))
+
+    closed_mass = between(za, zb)
+    closed_excess = scale * between(za - s, zb - s) - nodes[:-1] * closed_mass
+    small, small_s = _phi(-np.abs(z)), _phi(-np.abs(z - s))
+    closed_mass_err = 4 * _U * (small[:-1] + small[1:])
+    closed_excess_err = 4 * _U * (scale * (small_s[:-1] + small_s[1:]) + nodes[1:] * (small[:-1] + small[1:]))
+
+    narrow = np.isfinite(za) & (zb - za < _NARROW)
+    t, w = _GAUSS
+    half = np.where(narrow, (zb - za) / 2, 0.0)[:, None]
+    zk = np.where(narrow, (za + zb) / 2, 0.0)[:, None] + half * t
+    density = w * np.exp(-zk * zk / 2) / math.sqrt(2 * math.pi) * half
+    gauss_mass = density.sum(1)
+    lift = np.where(narrow, za, 0.0)[:, None]
+    gauss_excess = (density * nodes[:-1, None] * np.expm1(s * (zk - lift))).sum(1)
+
+    mass = np.where(narrow, gauss_mass, closed_mass)
+    excess = np.maximum(np.where(narrow, gauss_excess, closed_excess), 0.0)
+    mass_err = np.where(narrow, 16 * _U * mass, closed_mass_err)
+    excess_err = np.where(narrow, 16 * _U * excess, closed_excess_err)
+    tail_mass = _phi(-z[-1])
+    tail_excess = max(scale * _phi(s - z[-1]) - nodes[-1] * tail_mass, 0.0)
+    return mass, excess, tail_mass, tail_excess, mass_err, excess_err
+
+
+def _spread(nodes, nu, s):
+    """Connect-the-dots law of Y on the lattice (a mean-preserving spread) and the P-mass it leaves at ∞
+    (the mean above the top node), with a bound on the rounding of both."""
+    g = nodes[1] - nodes[0]
+    mass, excess, tail_mass, tail_excess, mass_err, excess_err = _cell_sums(nodes, nu, s)
+    up = excess / g
+    law = np.zeros(nodes.size)
+    law[1:] += up
+    law[:-1] += np.maximum(mass - up, 0.0)
+    law[-1] += tail_mass
+    # each weight: its share of the cell's rounding (and one more ulp for the division and subtraction)
+    rounding = float(np.sum(2 * excess_err / g + mass_err + 2 * _U * mass))
+    return law, tail_excess, rounding
+
+
+def _nearest(nodes, nu, s):
+    """The law of Y rounded to its nearest node, restricted to Y ≤ the top node (the rest is dropped: the
+    lower side may drop mass), the conditional mean of the offset Y − node there (offsets lie in
+    [−g/2, g/2]), and a bound on the masses' rounding."""
+    g = nodes[1] - nodes[0]
+    edges = np.concatenate([[0.0], nodes[:-1] + g / 2, [nodes[-1]]])
+    mass, excess, _, _, mass_err, excess_err = _cell_sums(edges, nu, s)
+    # E[Y − node; cell] = E[Y − lower edge; cell] − (node − lower edge)·mass
+    offsets = excess - (nodes - edges[:-1]) * mass
+    kept = float(np.sum(mass))
+    return mass, float(np.sum(offsets)) / kept, float(np.sum(mass_err + excess_err + 4 * _U * mass * (1 + nodes)))
+
+
+def _norm(a) -> float:
+    return math.sqrt(float(np.sum(a * a)))
+
+
+def _fft_size(size: int) -> int:
+    return 1 << int(math.ceil(math.log2(2 * size - 1)))
+
+
+def _product(fa, fb, norms, size, n):
+    """The inverse of the transforms' product on the first ``size`` nodes and what lies beyond, negatives
+    clipped, and a bound on the ℓ1 rounding: the FFT's normwise error ≲ u·log₂n·‖·‖₂ (8× margin), and
+    ℓ1 ≤ √n ℓ2."""
+    c = fft.irfft(fa * fb, n)[: 2 * size - 1]
+    err = 8 * _U * math.log2(n) * math.sqrt(n) * (norms + _norm(c))
+    c = np.maximum(c, 0.0)
+    return c[:size], c[size:], err
+
+
+def _convolve(a, b, size):
+    """a ∗ b of two laws on ``size`` nodes: (the first ``size`` nodes, the rest, ℓ1 rounding bound)."""
+    n = _fft_size(size)
+    return _product(fft.rfft(a, n), fft.rfft(b, n), _norm(a) + _norm(b), size, n)
+
+
+def _power(law, count, size, fold_top):
+    """The law of a sum of ``count`` independent draws of ``law`` on ``size`` nodes by binary powering (one
+    transform of each square serves both the next square and the running product). Sums beyond the
+    window: folded onto the top node with their excess (in nodes) returned (``fold_top``, the upper side)
+    or dropped (the lower side). Returns (law, excess, ℓ1 rounding)."""
+    n = _fft_size(size)
+    result, excess, err = None, 0.0, 0.0
+    base, k = law[:size].copy(), count
+    while k:
+        f_base, base_norm = fft.rfft(base, n), _norm(base)
+        if k & 1:
+            if result is None:
+                result = base.copy()
+            else:
+                result, beyond, e = _product(fft.rfft(result, n), f_base, _norm(result) + base_norm, size, n)
+                excess, err = excess + _fold(result, beyond, fold_top), err + e
+        k >>= 1
+        if k:
+            base, beyond, e = _product(f_base, f_base, 2 * base_norm, size, n)
+            excess, err = excess + _fold(base, beyond, fold_top), err + e
+    return result, excess, err
+
+
+def _fold(law, beyond, fold_top):
+    """Put the mass beyond the window on its top node (upper side); return its excess mean in nodes."""
+    if not fold_top or beyond.size == 0:
+        return 0.0
+    law[-1] += beyond.sum()
+    return float(np.sum(beyond * np.arange(1, beyond.size + 1)))
+
+
+def _bernstein(count, g, eta):
+    """The deviation t with Pr[Σ F − E Σ F < −t] ≤ η (and the same above) for ``count`` independent offsets
+    of range g and variance ≤ g²/4."""
+    log_term = math.log(1.0 / eta)
+    variance = count * g * g / 4
+    return math.sqrt(2 * variance * log_term) + g * log_term / 3
+
+
+@functools.lru_cache(maxsize=64)
+def round_laws(sigma: float, steps: int) -> dict:
+    """The privacy-loss laws of one round of random allocation (one of ``steps`` = m Gaussian steps of noise
+    multiplier σ), as P-mass atoms: ``{"remove_upper", "remove_lower", "add_upper", "add_lower"}``, each
+    (losses, masses) with +∞ last on the upper sides. See the module docstring for why each is safe.
+
+    Example:
+      >>> from jaxpriv.mechanisms import allocation
+      >>> laws = allocation.round_laws(2.0, 4)
+      >>> losses, masses = laws["remove_upper"]
+      >>> bool(abs(masses.sum() - 1.0) < 1e-9)
+      True
+    """
+    sigma, m = float(sigma), int(steps)
+    if not sigma > 0 or not math.isfinite(sigma):
+        raise ValueError(f"sigma must be a finite number > 0, got {sigma}")
+    if m < 1:
+        raise ValueError(f"steps must be an integer >= 1, got {steps}")
+    s = 1.0 / sigma
+    sd_y = math.sqrt(math.expm1(s * s))
+    bulk = m + 12.0 * math.sqrt(m) * sd_y  # the sum's bulk under Q
+
+    # remove, upper: the spread summed over a window that reaches one summand far in the tail of its P-law
+    # (log Y' ~ N(s²/2, s²)); the mean that leaves the lattice becomes P-mass at ∞
+    top = bulk + math.exp(s * s / 2 + 8.0 * s)
+    g, nodes = _lattice(top, sd_y)
+    spread, tail_excess, spread_err = _spread(nodes, -s * s / 2, s)
+    total, excess, fft_err = _power(spread, m, nodes.size, fold_top=True)
+    err = fft_err + m * spread_err
+    x = nodes[1:] / m  # the likelihood ratio X at each node of S
+    remove_upper = (np.log(x), x * total[1:], tail_excess + excess * g / m + err * (2 * top / m + 1))
+
+    # add, upper: X only matters up to a few e^{−ε}, and sums folded down onto the top only raise
+    # E_Q[(1 − e^ε X)₊]: a window on the bulk, finer
+    g, nodes = _lattice(bulk, sd_y)
+    spread, _, spread_err = _spread(nodes, -s * s / 2, s)
+    total, _, fft_err = _power(spread, m, nodes.size, fold_top=True)
+    err = fft_err + m * spread_err
+    add_upper = (-np.log(nodes[1:] / m), total[1:], total[0] + err)
+
+    # lower: finer lattices (the lower side may drop what leaves a window), nearest nodes, shifted by the
+    # smaller of Bernstein's bound and the sure one (|F| ≤ g/2 each) on the offsets; remove needs the P-law,
+    # the sum with one Y' in it, over a window into Y''s tail; add only the bulk of the Q-law
+    remove_lower = _rounded_sum(m, s, sd_y, bulk + math.exp(s * s / 2 + 6.0 * s), with_p=True)
+    add_lower = _rounded_sum(m, s, sd_y, bulk, with_p=False)
+    return {"remove_upper": _merge_up(*remove_upper), "add_upper": _merge_up(*add_upper),
+            "remove_lower": _merge_down(*remove_lower), "add_lower": _merge_down(*add_lower)}
+
+
+#: the upper laws' bins start where the P-mass below falls under this (what lies below moves up to it)
+_FLOOR_MASS = 1e-30
+
+
+def _rounded_sum(m: int, s: float, sd_y: float, top: float, with_p: bool):
+    """The lower law of one direction: the sum of m summands rounded to the nearest node of a fine lattice
+    over [0, top], as (losses, P-masses, mass to take off the top). ``with_p``: the remove direction's P-law
+    (one summand Y' with log Y' ~ N(s²/2, s²), loss log X, offsets' sum bounded below); else the add
+    direction's Q-law (loss −log X, offsets' sum bounded above)."""
+    h, nodes = _lattice(top, sd_y, fine=True)
+    near_q, mean_q, err_q = _nearest(nodes, -s * s / 2, s)
+    if with_p:
+        last, mean_last, err_last = _nearest(nodes, s * s / 2, s)
+    else:
+        last, mean_last, err_last = near_q, mean_q, err_q
+    dev = min(_bernstein(m, h, _ETA), m * h / 2) + m * (err_q + err_last)  # the offsets' means are known to this
+    if m > 1:
+        rest, _, err_rest = _power(near_q, m - 1, nodes.size, fold_top=False)
+    else:
+        rest, err_rest = np.eye(1, nodes.size)[0], 0.0
+    law, _, err_last_fft = _convolve(rest, last, nodes.size)
+    removed = _ETA + err_rest + err_last_fft + m * max(err_q, err_last)
+    mean = ((m - 1) * mean_q + mean_last) / m
+    with np.errstate(divide="ignore"):
+        if with_p:
+            return np.log(np.maximum(nodes / m + mean - dev / m, 0.0)), law, removed
+        return -np.log(nodes / m + mean + dev / m), law, removed
+
+
+def _lattice(top: float, sd_y: float, fine: bool = False):
+    """(g, nodes 0, g, 2g, … ≥ top): spacing _SPACING·sd(Y), finer where the window is small (at least
+    _MIN_NODES nodes, or _LOWER_NODES when ``fine``), coarser where it is wide (at most _MAX_NODES)."""
+    g = max(min(_SPACING * sd_y, top / (_LOWER_NODES if fine else _MIN_NODES)), top / _MAX_NODES)
+    size = int(math.ceil(top / g)) + 1
+    return g, g * np.arange(size, dtype=np.float64)
+
+
+def _bins(losses, masses):
+    """ATOMS + 1 bin edges from the loss below which at most _FLOOR_MASS of the mass lies to the largest."""
+    order = np.argsort(losses)
+    below = np.cumsum(masses[order])
+    lo = losses[order][min(np.searchsorted(below, _FLOOR_MASS), losses.size - 1)]
+    hi = max(losses.max(), lo + 1e-9)
+    return np.linspace(lo, hi, ATOMS + 1)
+
+
+def _live(losses, masses):
+    keep = np.isfinite(losses) & (masses > 0)
+    return losses[keep], masses[keep]
+
+
+def _merge_up(losses, masses, p_inf):
+    """Atoms spread onto the bin edges keeping E_P[e^{−L}] per atom (a spread of e^{−L}; atoms below the
+    first edge move up to it), and +∞ last."""
+    losses, masses = _live(losses, masses)
+    edges = _bins(losses, masses)
+    losses = np.maximum(losses, edges[0])
+    j = np.clip(np.searchsorted(edges, losses, side="right") - 1, 0, ATOMS - 1)
+    a, b = edges[j], edges[j + 1]
+    # weight at the upper edge b: (e^{−a} − e^{−ℓ})/(e^{−a} − e^{−b}), computed relative to e^{−a}
+    w_b = np.clip(-np.expm1(a - losses) / -np.expm1(a - b), 0.0, 1.0)
+    out = np.bincount(j + 1, masses * w_b, ATOMS + 1) + np.bincount(j, masses * (1.0 - w_b), ATOMS + 1)
+    return np.append(edges, np.inf), np.append(out, max(p_inf, 0.0))
+
+
+def _merge_down(losses, masses, removed):
+    """One atom per bin at the P-weighted mean of e^{−L} (a contraction; atoms far below the first edge are
+    dropped, which only lowers δ), then ``removed`` of the mass taken off the top."""
+    losses, masses = _live(losses, masses)
+    edges = _bins(losses, masses)
+    keep = losses > edges[0] - 50.0
+    losses, masses = losses[keep], masses[keep]
+    j = np.clip(np.searchsorted(edges, losses, side="right") - 1, 0, ATOMS - 1)
+    mass = np.bincount(j, masses, ATOMS)
+    # mean of e^{−(ℓ − a_j)} within bin j, so that the exponent stays small
+    rel = np.bincount(j, masses * np.exp(-(losses - edges[j])), ATOMS)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        merged = np.where(mass > 0, edges[:-1] - np.log(rel / mass), edges[:-1])
+    above = np.cumsum(mass[::-1])[::-1]  # mass at or above each bin
+    cut = np.clip(removed - (above - mass), 0.0, mass)  # what the removal takes from each bin
+    return merged, mass - cut

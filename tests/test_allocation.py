@@ -1,0 +1,178 @@
+"""Random allocation (events.RandomAllocation, MATH §11) against oracles written here, independent of
+jaxpriv.mechanisms.allocation:
+
+* one round of m = 1 and m = 2 steps: δ(ε) in both directions by quadrature, the last summand's
+  expectation in closed form (a lognormal's call and put prices);
+* several rounds: Monte Carlo of δ(ε) under Q, the product of the rounds' likelihood ratios, with a
+  five-standard-error band;
+* k of t > 1: every one of the C(t, k) placements enumerated in the likelihood ratio e_k(Y)/C(t, k)
+  (Monte Carlo over the noise);
+* the papers' claim, on our numbers: one pass of balls in bins per epoch is no less private than Poisson
+  sampling at rate 1/t for DP-SGD settings of the README.
+"""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+from jaxpriv import accounting
+from jaxpriv import events as ev
+from jaxpriv.mechanisms import allocation
+
+NORMAL = stats.norm
+
+
+def _call(k, s):
+    """E[(Y − k)₊] for log Y ~ N(−s²/2, s²) (E[Y] = 1); E[Y] − k for k ≤ 0."""
+    if k <= 0:
+        return 1.0 - k
+    return NORMAL.cdf((s * s / 2 - math.log(k)) / s) - k * NORMAL.cdf((-s * s / 2 - math.log(k)) / s)
+
+
+def _put(k, s):
+    """E[(k − Y)₊] for the same Y; 0 for k ≤ 0."""
+    if k <= 0:
+        return 0.0
+    return k * NORMAL.cdf((math.log(k) + s * s / 2) / s) - NORMAL.cdf((math.log(k) - s * s / 2) / s)
+
+
+def round_deltas(sigma, m, eps):
+    """(remove, add) δ(ε) of one round of m ∈ {1, 2} steps by quadrature: δ_remove = E_Q[(X − e^ε)₊],
+    δ_add = E_Q[(1 − e^ε X)₊], X = (Y_1 + … + Y_m)/m."""
+    s = 1.0 / sigma
+    if m == 1:
+        return _call(math.exp(eps), s), math.exp(eps) * _put(math.exp(-eps), s)
+    y = lambda z: math.exp(-s * s / 2 + s * z)  # noqa: E731
+    quad = dict(limit=400, epsabs=1e-15, epsrel=1e-12)
+    remove = integrate.quad(lambda z: NORMAL.pdf(z) * _call(2 * math.exp(eps) - y(z), s), -14, 14, **quad)[0] / 2
+    add = integrate.quad(lambda z: NORMAL.pdf(z) * _put(2 * math.exp(-eps) - y(z), s), -14, 14, **quad)[0]
+    return remove, add * math.exp(eps) / 2
+
+
+def law_delta(law, eps):
+    losses, masses = law
+    weight = np.where(np.isinf(losses), 1.0, -np.expm1(np.minimum(eps - losses, 0.0)))
+    return float(np.sum(masses * np.where(losses > eps, weight, 0.0)))
+
+
+@pytest.mark.parametrize("sigma", [0.7, 1.0, 2.0])
+@pytest.mark.parametrize("m", [1, 2])
+def test_one_round_brackets_quadrature(sigma, m):
+    laws = allocation.round_laws(sigma, m)
+    for eps in (0.1, 0.5, 1.0, 2.0):
+        remove, add = round_deltas(sigma, m, eps)
+        assert law_delta(laws["remove_lower"], eps) <= remove <= law_delta(laws["remove_upper"], eps)
+        assert law_delta(laws["add_lower"], eps) <= add <= law_delta(laws["add_upper"], eps)
+        # tight: the upper law within 1% of the truth where δ is not tiny
+        assert law_delta(laws["remove_upper"], eps) <= 1.01 * remove + 1e-12
+        assert law_delta(laws["add_upper"], eps) <= 1.01 * add + 1e-12
+
+
+def test_round_laws_are_probability_laws():
+    laws = allocation.round_laws(1.5, 16)
+    for key in ("remove_upper", "add_upper"):  # dominating: all the mass, +∞ included
+        assert abs(laws[key][1].sum() - 1.0) < 1e-8 and np.isposinf(laws[key][0][-1])
+    for key in ("remove_lower", "add_lower"):  # dominated: at most all of it
+        assert 1.0 - 1e-6 < laws[key][1].sum() <= 1.0 + 1e-12
+    # the Q-mass a dominating law implies never exceeds 1 (E_P[e^{−L}] ≤ 1)
+    losses, masses = laws["remove_upper"]
+    finite = np.isfinite(losses)
+    assert np.sum(masses[finite] * np.exp(-losses[finite])) <= 1.0 + 1e-9
+
+
+def mc_deltas(sigma, t, rounds, eps, k=1, samples=200_000, seed=0):
+    """Monte Carlo (remove, add) δ(ε) under Q with five-standard-error half widths: the likelihood ratio of
+    a pass is e_k(Y)/C(t, k) over every placement of the k steps (k = 1: the mean of the Y's)."""
+    rng = np.random.default_rng(seed)
+    s = 1.0 / sigma
+    ratio = np.ones(samples)
+    placements = list(itertools.combinations(range(t), k))
+    for _ in range(rounds):
+        y = np.exp(-s * s / 2 + s * rng.standard_normal((samples, t)))
+        ratio *= sum(np.prod(y[:, list(p)], axis=1) for p in placements) / len(placements)
+    out = []
+    for values in (np.maximum(ratio - math.exp(eps), 0.0), np.maximum(1.0 - math.exp(eps) * ratio, 0.0)):
+        out.append((values.mean(), 5 * values.std() / math.sqrt(samples)))
+    return out
+
+
+@pytest.mark.parametrize("sigma, t, rounds, eps", [(1.5, 8, 3, 0.5), (1.0, 4, 2, 1.0)])
+def test_composed_rounds_against_monte_carlo(sigma, t, rounds, eps):
+    (rem, rem_hw), (add, add_hw) = mc_deltas(sigma, t, rounds, eps)
+    event = ev.SelfComposed(ev.RandomAllocation(1, t, ev.Gaussian(sigma)), rounds)
+    lower, upper = accounting.delta_interval(event, eps)
+    assert upper >= max(rem - rem_hw, add - add_hw)  # never below the truth
+    assert lower <= max(rem + rem_hw, add + add_hw)
+
+
+def test_k_of_t_is_bounded_by_its_reduction_against_every_placement():
+    sigma, t, k, eps = 1.5, 4, 2, 0.7
+    (rem, rem_hw), (add, add_hw) = mc_deltas(sigma, t, 1, eps, k=k)
+    _, upper = accounting.delta_interval(ev.RandomAllocation(k, t, ev.Gaussian(sigma)), eps)
+    assert upper >= max(rem - rem_hw, add - add_hw)
+
+
+def test_degenerate_allocations_are_gaussian_compositions():
+    # one of one step is the Gaussian; three of three steps is three Gaussians (σ/√3)
+    for event, sigma in ((ev.RandomAllocation(1, 1, ev.Gaussian(1.3)), 1.3),
+                         (ev.RandomAllocation(3, 3, ev.Gaussian(2.0)), 2.0 / math.sqrt(3))):
+        lower, upper = accounting.delta_interval(event, 0.5)
+        exact = _call(math.exp(0.5), 1.0 / sigma)  # symmetric: both directions agree
+        assert lower <= exact <= upper and upper - lower < 0.02 * exact
+
+
+def test_reduction_splits_into_short_and_long_rounds():
+    # 3 of 10: one round of one-of-4 and two of one-of-3
+    rounds = ev.RandomAllocation(3, 10, ev.Gaussian(1.0)).pld_components(1.0)
+    assert [(float(e.t), float(c)) for e, c in rounds] == [(3.0, 2.0), (4.0, 1.0)]
+
+
+@pytest.mark.parametrize("q, sigma, steps", [(0.1, 2.9, 1_000)])  # the README table: bench/allocation.py
+def test_balls_in_bins_no_less_private_than_poisson(q, sigma, steps):
+    """Feldman & Shenfeld's and Chua et al.'s claim on the README's DP-SGD settings: one pass of balls in
+    bins per epoch (t = 1/q) certifies an ε at most Poisson's lower end at rate q."""
+    t = round(1 / q)
+    allocation_event = ev.SelfComposed(ev.RandomAllocation(1, t, ev.Gaussian(sigma)), steps // t)
+    poisson_event = ev.SelfComposed(ev.PoissonSampled(q, ev.Gaussian(sigma)), steps)
+    _, allocation_upper = accounting.epsilon_interval(allocation_event, 1e-5)
+    poisson_lower, _ = accounting.epsilon_interval(poisson_event, 1e-5)
+    assert allocation_upper < poisson_lower
+
+
+def test_calibrate_finds_sigma_for_allocation():
+    make = lambda s: ev.SelfComposed(ev.RandomAllocation(1, 10, ev.Gaussian(s)), 5)  # noqa: E731
+    from jaxpriv import calibrate
+
+    sigma = calibrate.calibrate(make, 2.0, 1e-5, bounds=(0.5, 10.0), accountant="pld", xtol=1e-2)
+    achieved = accounting.epsilon(make(float(sigma)), 1e-5, accountant="pld")
+    assert 1.9 < achieved <= 2.0
+
+
+@pytest.mark.parametrize("event, match", [
+    (ev.RandomAllocation(5, 4, ev.Gaussian(1.0)), r"k must be at most t"),
+    (ev.RandomAllocation(0, 4, ev.Gaussian(1.0)), r"RandomAllocation k .* must lie in \[1.0, inf\)"),
+    (ev.RandomAllocation(1, 0, ev.Gaussian(1.0)), r"RandomAllocation t .* must lie in \[1.0, inf\)"),
+    (ev.RandomAllocation(1.5, 4, ev.Gaussian(1.0)), r"RandomAllocation k .* integer"),
+    (ev.RandomAllocation(1, 4.5, ev.Gaussian(1.0)), r"RandomAllocation t .* integer"),
+    (ev.RandomAllocation(1, 4, ev.Laplace(1.0)), r"must be a Gaussian step"),
+])
+def test_bad_input(event, match):
+    with pytest.raises(ValueError, match=match):
+        ev.validate(event)
+    with pytest.raises(ValueError, match=match):
+        accounting.epsilon(event, 1e-5, accountant="pld")
+
+
+def test_rdp_is_refused_with_the_reason():
+    with pytest.raises(ValueError, match="RandomAllocation.*use accountant='pld'"):
+        accounting.epsilon(ev.RandomAllocation(1, 4, ev.Gaussian(1.0)), 1e-5, accountant="rdp")
+
+
+def test_round_laws_bad_input():
+    with pytest.raises(ValueError, match="sigma must be a finite number > 0"):
+        allocation.round_laws(0.0, 4)
+    with pytest.raises(ValueError, match="steps must be an integer >= 1"):
+        allocation.round_laws(1.0, 0)
