@@ -176,3 +176,28 @@ def test_round_laws_bad_input():
         allocation.round_laws(0.0, 4)
     with pytest.raises(ValueError, match="steps must be an integer >= 1"):
         allocation.round_laws(1.0, 0)
+
+
+def test_cli_epsilon_shows_both_schemes(capsys):
+    from jaxpriv.cli import main
+
+    assert main(["epsilon", "--q", "0.1", "--sigma", "2.9", "--steps", "1000", "--delta", "1e-5",
+                 "--sampling", "balls_in_bins", "--json"]) == 0
+    import json
+
+    out = json.loads(capsys.readouterr().out)["sampling"]
+    assert (out["steps_per_epoch"], out["epochs"]) == (10, 100)
+    bins, poisson = out["balls_in_bins"], out["poisson"]
+    assert bins["epsilon_pld_lower"] <= bins["epsilon_pld_upper"] < poisson["epsilon_pld_lower"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--q", "0.03", "--steps", "1000"], "needs 1/q to be an integer"),
+    (["--q", "0.1", "--steps", "1005"], "multiple of t = 1/q = 10"),
+])
+def test_cli_sampling_bad_input(argv, message, capsys):
+    from jaxpriv.cli import main
+
+    assert main(["epsilon", "--sigma", "1.0", "--delta", "1e-5", "--sampling", "balls_in_bins", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1

@@ -58,7 +58,11 @@ def add_accounting_parsers(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print a JSON object instead of a table")
     p.add_argument("--refine", action="store_true",
                    help="also search real Rényi orders between the grid points (never worse, slower)")
-    defaults(p, cmd_epsilon)
+    p.add_argument("--sampling", choices=("poisson", "balls_in_bins"), default="poisson",
+                   help="how batches are drawn: poisson (rate q, the default) or balls_in_bins (each example in "
+                        "one uniformly chosen step of each epoch of t = 1/q steps; T a multiple of t): adds a "
+                        "table of both certified PLD intervals (MATH §11)")
+    defaults(p, cmd_epsilon, check=_check_sampling)
 
     p = subparser(subparsers, "calibrate", "The σ, q or T that meets each target ε (conservatively).",
                   "jaxpriv calibrate sigma --epsilon 1,2,4,8 --q 0.01 --steps 10000 --delta 1e-5")
@@ -99,13 +103,45 @@ def add_accounting_parsers(subparsers) -> None:
     defaults(p, cmd_sweep, dirs=("out",), files=("csv", "json", "plot"), check=_check_sweep)
 
 
+def _epochs(args) -> tuple[int, int]:
+    """(t, epochs) of balls in bins: t = 1/q steps per epoch; ``ValueError`` unless 1/q and T/t are integers."""
+    t = round(1.0 / args.q) if args.q > 0 else 0
+    if t < 1 or abs(t * args.q - 1.0) > 1e-9:
+        raise ValueError(f"--sampling balls_in_bins needs 1/q to be an integer number of steps per epoch, got q = {args.q:g}")
+    if args.steps % t:
+        raise ValueError(f"--sampling balls_in_bins needs --steps to be a multiple of t = 1/q = {t} (whole epochs), "
+                         f"got {args.steps:g}")
+    return t, int(args.steps) // t
+
+
+def _check_sampling(args) -> None:
+    if args.sampling == "balls_in_bins":
+        _epochs(args)
+
+
+def _sampling_rows(args) -> dict:
+    """The certified PLD intervals of Poisson sampling and of balls in bins for the same q, σ, T, δ."""
+    from .. import accounting, events
+
+    t, epochs = _epochs(args)
+    step = events.Gaussian(args.sigma)
+    schemes = {"poisson": events.SelfComposed(events.PoissonSampled(args.q, step), int(args.steps)),
+               "balls_in_bins": events.SelfComposed(events.RandomAllocation(1, t, step), epochs)}
+    out = {"steps_per_epoch": t, "epochs": epochs}
+    for name, event in schemes.items():
+        lower, upper = accounting.epsilon_interval(event, args.delta)
+        out[name] = {"epsilon_pld_lower": float(lower), "epsilon_pld_upper": float(upper)}
+    return out
+
+
 def cmd_epsilon(args) -> int:
     from ..report import ORDER_SETS, privacy_summary
 
     s = privacy_summary(args.q, args.sigma, args.steps, args.delta, orders=ORDER_SETS[args.orders],
                         refine=args.refine, accountant=args.accountant)
+    sampling = _sampling_rows(args) if args.sampling != "poisson" else None
     if args.json:
-        print(json.dumps({**s, "orders": args.orders}, indent=2))
+        print(json.dumps({**s, "orders": args.orders, **({"sampling": sampling} if sampling else {})}, indent=2))
         return 0
     by = {"rdp": "RDP", "pld": "PLD upper", "best": "the smaller of RDP and PLD upper"}[args.accountant]
     console = stdout_console()
@@ -129,6 +165,19 @@ def cmd_epsilon(args) -> int:
             ["Gaussian DP, CLT (approximation)", fmt(clt), clt_note],
         ],
     ))
+    if sampling:
+        poisson, bins = sampling["poisson"], sampling["balls_in_bins"]
+        console.print(table(
+            f"Sampling schemes (PLD, certified): t = {sampling['steps_per_epoch']} steps per epoch, "
+            f"{sampling['epochs']} epochs",
+            ["batches", "ε \\[lower, upper]", "note"],
+            [
+                [f"Poisson, rate q = {args.q:g}", interval(poisson["epsilon_pld_lower"], poisson["epsilon_pld_upper"]),
+                 "each example in each step with probability q"],
+                ["balls in bins (random allocation)", interval(bins["epsilon_pld_lower"], bins["epsilon_pld_upper"]),
+                 "each example in one uniform step per epoch (MATH §11)"],
+            ],
+        ))
     return 0
 
 
