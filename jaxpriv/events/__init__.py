@@ -18,6 +18,9 @@ event                                  what was released
 ``PoissonSampled(rate, event)``        ``event`` on a Poisson sample with inclusion probability q
 ``RandomAllocation(k, t, event)``      each example in k of t Gaussian ``event`` steps, chosen uniformly
                                        (k = 1: balls in bins; PLD only, MATH §11)
+``SampledWithoutReplacement(b, n, e)``  a uniform batch of b of n records (Gaussian ``e``; MATH §11.5)
+``TruncatedPoissonSampled(q, m, e, n)``  a Poisson sample cut to a uniform m of it when larger (Gaussian
+                                       ``e``; n the dataset size, optional; MATH §11.6)
 ``ClientSampled(rate, event)``         rPDP-FL's client sampling: ``event`` (a client's whole local run)
                                        happens with probability λ (MATH §1.5)
 ``SelfComposed(event, count)``         ``event`` repeated T times
@@ -27,7 +30,7 @@ event                                  what was released
 =====================================  ===============================================================
 
 Modules: :mod:`.base` (the declaration every type makes, the generic walks), :mod:`.noise` (the noise
-mechanisms), :mod:`.sampling`, :mod:`.allocation`, :mod:`.composition`, :mod:`.shuffled`, and :mod:`.laws` (the loss-law
+mechanisms), :mod:`.sampling`, :mod:`.allocation`, :mod:`.bounded_batches`, :mod:`.composition`, :mod:`.shuffled`, and :mod:`.laws` (the loss-law
 kernels the PLD declarations use).
 
 dp_accounting's DpEvents convert both ways (:func:`from_dp_accounting`, :func:`to_dp_accounting`); that
@@ -45,6 +48,7 @@ from __future__ import annotations
 from .base import (Event, Parameter, batch_shape, broadcast_numbers, children, event_type, event_types,
                    from_dp_accounting, leaves, map_numbers, to_dp_accounting, unsupported, validate, walk)
 from .allocation import RandomAllocation
+from .bounded_batches import SampledWithoutReplacement, TruncatedPoissonSampled
 from .composition import Composed, SelfComposed
 from .noise import (NOISE_MECHANISMS, Gaussian, Laplace, NoiseFamily, RandomizedResponse, Staircase,
                     noise_family, noise_mechanism, sensitivity_norm)
@@ -58,6 +62,8 @@ __all__ = [
     "RandomizedResponse",
     "PoissonSampled",
     "RandomAllocation",
+    "SampledWithoutReplacement",
+    "TruncatedPoissonSampled",
     "ClientSampled",
     "SelfComposed",
     "Composed",

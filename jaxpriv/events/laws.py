@@ -34,7 +34,7 @@ import jax.numpy as jnp
 from ..mechanisms import randomized_response, staircase
 
 __all__ = ["LossLaw", "gaussian", "laplace", "atoms_only", "randomized_response_law", "staircase_law",
-           "poisson_sampled"]
+           "poisson_sampled", "mixture"]
 
 #: loss values within this many standard deviations (Gaussian parts) bound the continuous support that is
 #: represented on the grid; the mass outside (Φ(−10) ≈ 8e-24 per step) is not lost: the pessimistic grid
@@ -166,4 +166,19 @@ def poisson_sampled(q, law: LossLaw, add) -> LossLaw:
         return (jnp.where(add, tq, mix_head), jnp.where(add, mix_tail, hq),
                 jnp.where(add, hq, mix_tail), jnp.where(add, mix_head, tq))
 
+    return LossLaw(masses, support, atoms)
+
+
+def mixture(weight, first: LossLaw, second: LossLaw) -> LossLaw:
+    """The pair that reveals which of two pairs was used — ``second`` with probability ``weight``, else
+    ``first`` — in one direction: its loss is the used pair's, so every mass is the weighted sum (the
+    label's law being the same under P and Q)."""
+    w = weight
+
+    def masses(loss):
+        return tuple((1.0 - w) * a + w * b for a, b in zip(first.masses(loss), second.masses(loss)))
+
+    atoms = tuple(jnp.concatenate([(1.0 - w) * a if i else a, w * b if i else b])
+                  for i, (a, b) in enumerate(zip(first.atoms, second.atoms)))
+    support = (jnp.minimum(first.support[0], second.support[0]), jnp.maximum(first.support[1], second.support[1]))
     return LossLaw(masses, support, atoms)

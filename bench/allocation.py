@@ -1,0 +1,83 @@
+"""Balls in bins (random allocation, one step per example per epoch) against Poisson sampling, by the PLD
+accountant: the certified ε of both for the README's DP-SGD settings, and what a setting costs cold and warm.
+
+Each (setting, scheme) runs in a fresh Python process with an empty compilation cache (JAXPRIV_CACHE_DIR
+set to a new directory): "cold" is the first epsilon_interval call there (tracing, compilation and, for
+balls in bins, the host's round laws), "warm" the same call again in that process. A batch of settings (σ
+varied) is timed in one call too. Balls in bins uses t = 1/q steps per epoch and T/t epochs.
+
+    python bench/allocation.py              # three settings, ~3-6 min on 2 cores
+    python bench/allocation.py --json OUT
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+SETTINGS = [(0.01, 1.1, 10_000), (0.1, 2.9, 1_000), (0.001, 0.8, 10_000)]  # (q, σ, T)
+DELTA = 1e-5
+BATCH = 8  # settings in the batched call (σ = σ₀ · linspace(0.9, 1.1))
+
+_ONE = """
+import json, sys, time
+import numpy as np
+from jaxpriv import accounting, events
+scheme, q, sigma, steps, delta, batch = json.loads(sys.argv[1])
+def make(s):
+    if scheme == "poisson":
+        return events.SelfComposed(events.PoissonSampled(q, events.Gaussian(s)), steps)
+    t = round(1 / q)
+    return events.SelfComposed(events.RandomAllocation(1, t, events.Gaussian(s)), steps // t)
+t1 = time.perf_counter(); c1 = time.process_time()
+lower, upper = accounting.epsilon_interval(make(sigma), delta)
+t2 = time.perf_counter(); c2 = time.process_time()
+accounting.epsilon_interval(make(sigma), delta)
+t3 = time.perf_counter()
+accounting.epsilon_interval(make(sigma * np.linspace(0.9, 1.1, batch)), delta)
+t4 = time.perf_counter()
+print(json.dumps({"cold_s": t2 - t1, "cold_cpu_s": c2 - c1, "warm_s": t3 - t2, "batch_s": t4 - t3,
+                  "lower": float(lower), "upper": float(upper)}))
+"""
+
+
+def run(scheme, q, sigma, steps) -> dict:
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, JAXPRIV_CACHE_DIR=cache)
+        done = subprocess.run([sys.executable, "-c", _ONE, json.dumps([scheme, q, sigma, steps, DELTA, BATCH])],
+                              capture_output=True, text=True, env=env, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", help="write the results to this file")
+    args = parser.parse_args(argv)
+    rows, ok = [], True
+    print(f"load average at start: {os.getloadavg()[0]:.2f}; δ = {DELTA:g}; batch = {BATCH} settings")
+    print("| q | σ | T | Poisson ε [lower, upper] | balls in bins ε [lower, upper] | bins upper < Poisson lower "
+          "| cold s (CPU s) Poisson / bins | warm s Poisson / bins | batch s Poisson / bins |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for q, sigma, steps in SETTINGS:
+        poisson, bins = run("poisson", q, sigma, steps), run("balls_in_bins", q, sigma, steps)
+        claim = bins["upper"] < poisson["lower"]
+        ok &= claim
+        rows.append({"q": q, "sigma": sigma, "steps": steps, "poisson": poisson, "balls_in_bins": bins})
+        print(f"| {q:g} | {sigma:g} | {steps} | [{poisson['lower']:.4f}, {poisson['upper']:.4f}] "
+              f"| [{bins['lower']:.4f}, {bins['upper']:.4f}] | {'yes' if claim else 'NO'} "
+              f"| {poisson['cold_s']:.1f} ({poisson['cold_cpu_s']:.1f}) / {bins['cold_s']:.1f} "
+              f"({bins['cold_cpu_s']:.1f}) | {poisson['warm_s']:.2f} / {bins['warm_s']:.2f} "
+              f"| {poisson['batch_s']:.1f} / {bins['batch_s']:.1f} |")
+    print(f"load average at end: {os.getloadavg()[0]:.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=2)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
