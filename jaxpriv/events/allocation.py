@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from ..mechanisms import allocation
-from .base import Event, Parameter, event_type
-from .noise import Gaussian
+from .base import Event, Parameter, check_at_most, event_type
+from .noise import require_gaussian
 from .sampling import ClientMixture, pack_atoms
 
 __all__ = ["RandomAllocation"]
@@ -56,18 +56,8 @@ class RandomAllocation(Event):
     CHILD = "event"
 
     def check(self):
-        if not isinstance(self.event, Gaussian):
-            raise ValueError(f"RandomAllocation event must be a Gaussian step (its loss law is derived for "
-                             f"Gaussian noise), got {type(self.event).__name__}")
-        try:
-            k, t = np.asarray(self.k, np.float64), np.asarray(self.t, np.float64)
-        except TypeError:  # traced numbers pass unchecked
-            return
-        for parameter in self.PARAMETERS:  # each range before the pair's rule (validate checks them after)
-            parameter.check(getattr(self, parameter.field))
-        if np.any(k > t):
-            raise ValueError(f"RandomAllocation k must be at most t (an example takes part in k of the t steps), "
-                             f"got k={self.k}, t={self.t}")
+        require_gaussian("RandomAllocation", self.event, "its loss law is derived for Gaussian noise")
+        check_at_most(self, "k", "t", "k must be at most t (an example takes part in k of the t steps)")
 
     def unsupported_by(self, accountant):
         if accountant == "rdp":

@@ -34,7 +34,7 @@ import numpy as np
 
 from .._numerics import check_array, check_broadcastable
 
-__all__ = ["Parameter", "Event", "event_type", "event_types", "children", "walk", "validate", "unsupported",
+__all__ = ["Parameter", "Event", "event_type", "event_types", "check_at_most", "children", "walk", "validate", "unsupported",
            "leaves", "batch_shape", "map_numbers", "broadcast_numbers", "from_dp_accounting", "to_dp_accounting"]
 
 
@@ -188,6 +188,23 @@ class Event:
     def from_dp_accounting(cls, dp_event, convert: Callable):
         """This type from a dp_accounting DpEvent named in ``DP_ACCOUNTING``."""
         raise NotImplementedError(cls.__name__)
+
+
+def check_at_most(event, small: str, large: str, rule: str) -> None:
+    """For ``check()``: every parameter's range first (so that a bad value is named as such), then
+    ``small`` ≤ ``large`` elementwise; ``ValueError`` quoting ``rule`` and both values otherwise. Traced
+    numbers pass unchecked."""
+    try:
+        a, b = np.asarray(getattr(event, small), np.float64), np.asarray(getattr(event, large), np.float64)
+    except TypeError:
+        return
+    for parameter in event.PARAMETERS:
+        value = getattr(event, parameter.field)
+        if value is not None:
+            parameter.check(value)
+    if np.any(a > b):
+        raise ValueError(f"{type(event).__name__} {rule}, got {small}={getattr(event, small)}, "
+                         f"{large}={getattr(event, large)}")
 
 
 def event_types() -> list[type]:

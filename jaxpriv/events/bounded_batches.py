@@ -34,24 +34,10 @@ from jax.scipy import special
 from .. import rdp as rdp_curves
 from .._numerics import as_output, float64
 from . import laws
-from .base import Event, Parameter, event_type
-from .noise import Gaussian
+from .base import Event, Parameter, check_at_most, event_type
+from .noise import require_gaussian
 
 __all__ = ["SampledWithoutReplacement", "TruncatedPoissonSampled"]
-
-
-def _gaussian_only(name: str, event) -> None:
-    if not isinstance(event, Gaussian):
-        raise ValueError(f"{name} event must be a Gaussian step (the coupling doubles its sensitivity), "
-                         f"got {type(event).__name__}")
-
-
-def _concrete(*values):
-    """The values as float arrays, or None when any is traced (checks then wait for concrete numbers)."""
-    try:
-        return [np.asarray(v, np.float64) for v in values]
-    except TypeError:
-        return None
 
 
 @event_type(("batch_size", "dataset_size", "event"))
@@ -68,15 +54,8 @@ class SampledWithoutReplacement(Event):
     CHILD = "event"
 
     def check(self):
-        _gaussian_only("SampledWithoutReplacement", self.event)
-        values = _concrete(self.batch_size, self.dataset_size)
-        if values is None:
-            return
-        for parameter in self.PARAMETERS:  # each range before the pair's rule
-            parameter.check(getattr(self, parameter.field))
-        if np.any(values[0] > values[1]):
-            raise ValueError(f"SampledWithoutReplacement batch_size b must be at most dataset_size n, got "
-                             f"b={self.batch_size}, n={self.dataset_size}")
+        require_gaussian("SampledWithoutReplacement", self.event, "the coupling doubles its sensitivity")
+        check_at_most(self, "batch_size", "dataset_size", "batch_size b must be at most dataset_size n")
 
     def _rate(self):
         return self.batch_size / self.dataset_size
@@ -107,7 +86,7 @@ class TruncatedPoissonSampled(Event):
     CHILD = "event"
 
     def check(self):
-        _gaussian_only("TruncatedPoissonSampled", self.event)
+        require_gaussian("TruncatedPoissonSampled", self.event, "the coupling doubles its sensitivity")
 
     def displaced(self):
         """p = Pr[Bin(n − 1, q) ≥ max_batch]: how often the other records alone fill the batch (1 without n)."""

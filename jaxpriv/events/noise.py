@@ -19,7 +19,7 @@ from . import laws
 from .base import Event, Parameter, event_type
 
 __all__ = ["Gaussian", "Laplace", "Staircase", "RandomizedResponse", "NOISE_MECHANISMS", "NoiseFamily",
-           "noise_family", "noise_mechanism", "sensitivity_norm"]
+           "noise_family", "noise_mechanism", "sensitivity_norm", "require_gaussian"]
 
 
 def _full(x, size: int) -> np.ndarray:
@@ -57,6 +57,12 @@ class Gaussian(Event):
     @classmethod
     def from_dp_accounting(cls, dp_event, convert):
         return cls(dp_event.noise_multiplier)
+
+
+def require_gaussian(owner: str, event, why: str) -> None:
+    """``ValueError`` unless ``event`` (inside an ``owner`` event) is a Gaussian step; ``why`` says why."""
+    if not isinstance(event, Gaussian):
+        raise ValueError(f"{owner} event must be a Gaussian step ({why}), got {type(event).__name__}")
 
 
 @event_type(("scale",))
