@@ -201,3 +201,64 @@ def test_cli_sampling_bad_input(argv, message, capsys):
     assert main(["epsilon", "--sigma", "1.0", "--delta", "1e-5", "--sampling", "balls_in_bins", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+# --------------------------------------------------------------------------------------------------
+# The trainer: balls-in-bins batches and their accountant
+# --------------------------------------------------------------------------------------------------
+
+
+def test_allocation_sampler_uses_every_record_once_per_epoch():
+    from jaxpriv.train.sampling import AllocationSampler
+
+    sampler = AllocationSampler(300, steps_per_epoch=5, seed=3)
+    for epoch in range(2):
+        seen = np.concatenate([np.asarray(b.indices)[np.asarray(b.mask)]
+                               for b in (sampler.sample(epoch * 5 + j) for j in range(5))])
+        assert np.array_equal(np.sort(seen), np.arange(300))
+    block = sampler.sample_block(3, 4)
+    for batch in block:
+        alone = sampler.sample(batch.step)
+        assert batch.size == alone.size and np.array_equal(np.asarray(batch.indices), np.asarray(alone.indices))
+    # another epoch, another allocation
+    first = [sampler.sample(j).size for j in range(5)]
+    assert first != [sampler.sample(5 + j).size for j in range(5)]
+
+
+def test_make_private_balls_in_bins_reports_the_allocation_epsilon():
+    import optax
+    from flax import nnx
+
+    from jaxpriv.train import make_private
+    from jaxpriv.train.plan import AllocationAccountant
+
+    x = np.random.default_rng(0).normal(size=(256, 4)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int32)
+    model = nnx.Linear(4, 2, rngs=nnx.Rngs(0))
+    private = make_private(model, optax.sgd(1.0), x, y, target_epsilon=4.0, delta=1e-5, batch_size=64, epochs=4,
+                           sampling="balls_in_bins")
+    assert private.sampling == "balls_in_bins" and private.total_steps == 16 and private.sample_rate == 0.25
+    epsilon = private.run()
+    assert 0.98 * 4.0 < epsilon <= 4.0  # calibrated to the target (xtol 1e-3), never above it
+    event = AllocationAccountant.run_event(4, private.noise_multiplier, 4)
+    assert epsilon == pytest.approx(float(accounting.epsilon(event, 1e-5, accountant="pld")), rel=1e-12)
+    assert float(np.mean(np.argmax(model(x), -1) == y)) > 0.9
+    # a partial epoch counts as a whole round (a part of a round is its post-processing)
+    accountant = AllocationAccountant(4, private.noise_multiplier, 1e-5)
+    assert accountant.epsilon(5)[0] == accountant.epsilon(8)[0] > accountant.epsilon(4)[0]
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(sampling="shuffle", epochs=2), "sampling must be one of"),
+    (dict(sampling="balls_in_bins", epochs=1.5), "epochs must be an integer"),
+])
+def test_make_private_sampling_bad_input(kwargs, match):
+    import optax
+    from flax import nnx
+
+    from jaxpriv.train import make_private
+
+    x, y = np.zeros((32, 2), np.float32), np.zeros(32, np.int32)
+    with pytest.raises(ValueError, match=match):
+        make_private(nnx.Linear(2, 2, rngs=nnx.Rngs(0)), optax.sgd(0.1), x, y, noise_multiplier=1.0, delta=1e-5,
+                     batch_size=8, **kwargs)

@@ -56,7 +56,7 @@ from .. import accounting, calibrate, events, rdp
 from .._numerics import check_array, check_orders, float64
 from .config import DPSGDConfig, check_config
 
-__all__ = ["PrivacyPlan", "GroupAccountant", "plan_privacy"]
+__all__ = ["PrivacyPlan", "GroupAccountant", "AllocationAccountant", "plan_privacy"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -329,3 +329,43 @@ class GroupAccountant:
             mid = (lo + hi) // 2
             lo, hi = (mid, hi) if within(mid) else (lo, mid)
         return lo
+
+
+class AllocationAccountant:
+    """The accountant of balls-in-bins training (:class:`jaxpriv.train.sampling.AllocationSampler`): each
+    epoch of t steps is one round of ``RandomAllocation(1, t, Gaussian(σ))``, and a run of T steps is
+    ⌈T/t⌉ rounds — a partial epoch releases a part of a round, a post-processing of the whole round, so
+    it is counted whole (MATH §11). ε is the PLD accountant's certified upper end; the state is the step
+    count, like :class:`GroupAccountant`'s.
+
+    Example:
+      >>> from jaxpriv.train.plan import AllocationAccountant
+      >>> acc = AllocationAccountant(10, 2.0, delta=1e-5, steps=25)  # 3 rounds of one-of-10
+      >>> bool(0 < acc.epsilon()[0] < 2)
+      True
+    """
+
+    def __init__(self, steps_per_epoch: int, sigma: float, delta: float, *, steps: int = 0):
+        self.steps_per_epoch = int(check_array("steps_per_epoch", steps_per_epoch, 1.0, np.inf, integer=True))
+        self.sigma = float(check_array("sigma", sigma, 0.0, np.inf, lo_open=True))
+        self.delta = float(check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True))
+        self.steps = int(check_array("steps", steps, 0.0, np.inf, integer=True))
+        self._by_rounds: dict[int, float] = {}
+
+    @staticmethod
+    def run_event(steps_per_epoch: int, sigma, rounds: int):
+        """The event of ``rounds`` epochs of t = ``steps_per_epoch`` steps at noise σ (numbers or arrays)."""
+        return events.SelfComposed(events.RandomAllocation(1, steps_per_epoch, events.Gaussian(sigma)), rounds)
+
+    def event(self, rounds: int):
+        """The event of ``rounds`` epochs of this run."""
+        return self.run_event(self.steps_per_epoch, self.sigma, rounds)
+
+    def epsilon(self, steps: int | None = None) -> np.ndarray:
+        """ε after ``steps`` steps (default: the steps taken), float64 of shape (1,)."""
+        steps = self.steps if steps is None else int(check_array("steps", steps, 0.0, np.inf, integer=True))
+        rounds = -(-steps // self.steps_per_epoch)
+        if rounds not in self._by_rounds:
+            value = 0.0 if rounds == 0 else float(accounting.epsilon(self.event(rounds), self.delta, accountant="pld"))
+            self._by_rounds[rounds] = value
+        return np.array([self._by_rounds[rounds]])

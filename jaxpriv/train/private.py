@@ -30,7 +30,10 @@ from flax import nnx
 from .._checks import check_scalar
 from .config import LOSSES
 
-__all__ = ["PrivateTrainer", "make_private"]
+__all__ = ["PrivateTrainer", "make_private", "SAMPLINGS"]
+
+#: the batch samplers make_private offers
+SAMPLINGS = ("poisson", "balls_in_bins")
 
 
 class PrivateTrainer:
@@ -38,7 +41,8 @@ class PrivateTrainer:
 
     Attributes:
       model: the user's model, updated in place after every step.
-      sample_rate: Poisson sampling rate q = B/N.
+      sample_rate: Poisson sampling rate q = B/N (balls in bins: 1/t, t steps per epoch).
+      sampling: ``"poisson"`` or ``"balls_in_bins"``.
       noise_multiplier: σ (calibrated to ``target_epsilon``, or as given): the noise std on the clipped
         sum is σ·``max_grad_norm``.
       max_grad_norm: per-example L2 clip norm C.
@@ -46,23 +50,31 @@ class PrivateTrainer:
       target_epsilon: the budget (None with a fixed ``noise_multiplier``).
       total_steps: T = ⌈E·N/B⌉, the steps planned for ``epochs``; with a target ε, :meth:`step` refuses to
         go beyond them (ε would exceed the target).
-      accountant: the :class:`jaxpriv.train.dpsgd.GroupAccountant` (one group: rate q, noise σ).
+      accountant: the :class:`jaxpriv.train.dpsgd.GroupAccountant` (one group: rate q, noise σ), or for
+        balls in bins the :class:`jaxpriv.train.plan.AllocationAccountant`.
     """
 
     def __init__(self, model, tx, x, y, loss_fn, *, sample_rate, noise_multiplier, max_grad_norm, delta,
-                 target_epsilon, total_steps, seed, microbatch_size):
+                 target_epsilon, total_steps, seed, microbatch_size, steps_per_epoch=None):
         from .._numerics import derive_seeds
         from .dpsgd import GroupAccountant, noise_numbers, sample_block_size, step_program, trainer_sampler
+        from .plan import AllocationAccountant
+        from .sampling import AllocationSampler
 
         self.model = model
         self.sample_rate, self.noise_multiplier = float(sample_rate), float(noise_multiplier)
         self.max_grad_norm, self.delta = float(max_grad_norm), float(delta)
         self.target_epsilon, self.total_steps = target_epsilon, int(total_steps)
-        self.accountant = GroupAccountant([self.sample_rate], [self.noise_multiplier], self.delta)
         sampler_seed, noise_seed, loss_seed = derive_seeds(seed, 3)
         n = int(np.shape(x)[0])
-        # train()'s sampler: its buckets, and the batches of a block of steps drawn at once
-        self._sampler = trainer_sampler(np.full(n, self.sample_rate), sampler_seed, self.total_steps)
+        self.sampling = "poisson" if steps_per_epoch is None else "balls_in_bins"
+        if steps_per_epoch is None:
+            self.accountant = GroupAccountant([self.sample_rate], [self.noise_multiplier], self.delta)
+            # train()'s sampler: its buckets, and the batches of a block of steps drawn at once
+            self._sampler = trainer_sampler(np.full(n, self.sample_rate), sampler_seed, self.total_steps)
+        else:
+            self.accountant = AllocationAccountant(steps_per_epoch, self.noise_multiplier, self.delta)
+            self._sampler = AllocationSampler(n, steps_per_epoch=steps_per_epoch, seed=sampler_seed)
         self._block, self._batches = sample_block_size(n), []
         from .. import events
         from .noise import noise_transform
@@ -88,7 +100,8 @@ class PrivateTrainer:
         return self.accountant.steps
 
     def epsilon(self) -> float:
-        """ε spent so far at ``delta`` (exact RDP of the Poisson-subsampled Gaussian, improved conversion)."""
+        """ε spent so far at ``delta``: Poisson sampling, exact RDP of the subsampled Gaussian (improved
+        conversion); balls in bins, the PLD accountant's certified upper end (MATH §11)."""
         return float(self.accountant.epsilon()[0])
 
     def step(self) -> None:
@@ -163,6 +176,7 @@ def make_private(
     loss: str | Callable = "cross_entropy",
     seed: int = 0,
     microbatch_size: int | None = None,
+    sampling: str = "poisson",
 ) -> PrivateTrainer:
     """Make DP-SGD training of ``model`` on ``(x, y)`` with ``optimizer``: a :class:`PrivateTrainer`.
 
@@ -189,6 +203,9 @@ def make_private(
         ``loss(model, x, y, key) → (B,)`` of per-example losses.
       seed: integer in [0, 2³² − 1]; seeds the sampler, the noise and the loss's per-step key.
       microbatch_size: examples per vectorised chunk of the clipped sum (bounds memory), or None.
+      sampling: ``"poisson"`` (each example in each step with probability q = B/N) or ``"balls_in_bins"``
+        (each example in exactly one uniformly chosen step of each epoch of t = round(N/B) steps; whole
+        epochs only; accounted by PLD as random allocation, MATH §11, so calibration takes seconds).
 
     Returns:
       :class:`PrivateTrainer`: ``step()``, ``run(steps=None)``, ``epsilon()``, ``noise_multiplier``,
@@ -219,8 +236,15 @@ def make_private(
         raise ValueError(f"optimizer must be an optax.GradientTransformation, got {type(optimizer).__name__}")
     if not (callable(loss) or loss in LOSSES):
         raise ValueError(f"loss must be one of {LOSSES} or a callable loss(model, x, y, key) → (B,), got {loss!r}")
+    if sampling not in SAMPLINGS:
+        raise ValueError(f"sampling must be one of {SAMPLINGS}, got {sampling!r}")
     x, y = _arrays(x, y, loss)
     q, total = sampling_and_steps(int(x.shape[0]), batch_size, epochs)
+    per_epoch = None
+    if sampling == "balls_in_bins":
+        epochs = check_scalar("epochs", epochs, 1.0, np.inf, integer=True)  # whole epochs: whole rounds
+        per_epoch = max(1, round(int(x.shape[0]) / batch_size))
+        q, total = 1.0 / per_epoch, int(epochs) * per_epoch
     delta = check_scalar("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True)
     max_grad_norm = check_scalar("max_grad_norm", max_grad_norm, 0.0, np.inf, lo_open=True)
     seed = int(check_scalar("seed", seed, 0.0, 2.0**32 - 1, integer=True))
@@ -232,7 +256,14 @@ def make_private(
         target_epsilon = check_scalar("target_epsilon", target_epsilon, 0.0, np.inf, lo_open=True)
         with warnings.catch_warnings():  # an unattainable target is reported below
             warnings.simplefilter("ignore", RuntimeWarning)
-            sigma = float(calibrate.noise_multiplier(target_epsilon, q, total, delta))
+            if per_epoch is None:
+                sigma = float(calibrate.noise_multiplier(target_epsilon, q, total, delta))
+            else:
+                from .plan import AllocationAccountant
+
+                run = lambda s: AllocationAccountant.run_event(per_epoch, s, int(epochs))  # noqa: E731
+                sigma = float(calibrate.calibrate(run, target_epsilon, delta, bounds=(0.2, 200.0), accountant="pld",
+                                                  xtol=1e-3))
         if not math.isfinite(sigma):
             raise ValueError(f"target_epsilon {target_epsilon:g} cannot be met in {total} steps at q = {q:.6g} "
                              f"and δ = {delta:g} (ε(σ → ∞) is larger); raise it, or train fewer epochs")
@@ -242,4 +273,4 @@ def make_private(
         loss = mse_loss if loss == "mse" else cross_entropy_loss
     return PrivateTrainer(model, optimizer, x, y, loss, sample_rate=q, noise_multiplier=sigma,
                           max_grad_norm=max_grad_norm, delta=delta, target_epsilon=target_epsilon, total_steps=total,
-                          seed=seed, microbatch_size=microbatch_size)
+                          seed=seed, microbatch_size=microbatch_size, steps_per_epoch=per_epoch)

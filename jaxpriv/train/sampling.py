@@ -28,7 +28,8 @@ import numpy as np
 
 from .._numerics import check_array
 
-__all__ = ["Batch", "PoissonSampler", "expected_batch_size", "bucket_sizes", "inclusion_probability"]
+__all__ = ["Batch", "PoissonSampler", "AllocationSampler", "expected_batch_size", "bucket_sizes",
+           "inclusion_probability"]
 
 _TWO32 = 2.0**32
 
@@ -249,4 +250,54 @@ class PoissonSampler:
         selected, counts = _draw_block(self._key, np.arange(start, start + count, dtype=np.uint32),
                                        self._thresholds, self._always)
         sizes = np.asarray(counts).tolist()  # the one host transfer of the block
+        return [Batch(*_pad(selected[i], self.bucket_for(size)), size, start + i) for i, size in enumerate(sizes)]
+
+
+@functools.partial(jax.jit, static_argnames=("n",))
+def _allocate(key, n: int, steps_per_epoch, step):
+    """Records of ``step``: each record's step in its epoch is uniform in [0, t), drawn once per epoch."""
+    epoch, slot = step // steps_per_epoch, step % steps_per_epoch
+    assigned = jax.random.randint(jax.random.fold_in(key, epoch), (n,), 0, steps_per_epoch)
+    selected = assigned == slot
+    return selected, jnp.sum(selected, dtype=jnp.int32)
+
+
+class AllocationSampler(PoissonSampler):
+    """Balls in bins: in each epoch of t steps every record takes part in exactly one step, chosen
+    uniformly and independently (random allocation, k = 1; MATH §11). Batches are padded to buckets like
+    Poisson batches of rate 1/t (their sizes have the same binomial law), and drawn statelessly: the epoch
+    e's allocation uses ``fold_in(key(seed), e)``.
+
+    Args:
+      n: number of records ≥ 1.
+      steps_per_epoch: t ≥ 1.
+      seed: integer ≥ 0.
+      buckets: as for :class:`PoissonSampler` (default: its buckets at rate 1/t).
+
+    Example:
+      >>> from jaxpriv.train.sampling import AllocationSampler
+      >>> sampler = AllocationSampler(1000, steps_per_epoch=4, seed=0)
+      >>> sum(sampler.sample(step).size for step in range(4))  # one epoch: every record once
+      1000
+    """
+
+    def __init__(self, n: int, *, steps_per_epoch: int, seed: int, buckets=None):
+        n = int(check_array("n", n, 1.0, np.inf, integer=True))
+        self.steps_per_epoch = int(check_array("steps_per_epoch", steps_per_epoch, 1.0, np.inf, integer=True))
+        super().__init__(1.0 / self.steps_per_epoch, seed=seed, n=n, buckets=buckets)
+
+    def sample(self, step: int) -> Batch:
+        """The batch of step ``step`` (an integer ≥ 0), padded to its bucket."""
+        step = int(check_array("step", step, 0.0, 2.0**31 - 1, integer=True))
+        selected, count = _allocate(self._key, self.n, self.steps_per_epoch, step)
+        size = int(count)
+        return Batch(*_pad(selected, self.bucket_for(size)), size, step)
+
+    def sample_block(self, start: int, count: int) -> list[Batch]:
+        """The batches of steps ``start``, …, ``start + count − 1`` (as :meth:`sample` gives them)."""
+        start = int(check_array("start", start, 0.0, 2.0**31 - 1, integer=True))
+        count = int(check_array("count", count, 1.0, 2.0**31 - 1 - start, integer=True))
+        steps = jnp.arange(start, start + count)
+        selected, counts = jax.vmap(lambda t: _allocate(self._key, self.n, self.steps_per_epoch, t))(steps)
+        sizes = np.asarray(counts).tolist()
         return [Batch(*_pad(selected[i], self.bucket_for(size)), size, start + i) for i, size in enumerate(sizes)]
