@@ -40,7 +40,8 @@ def _add_accountant(parser: argparse.ArgumentParser, default: str, why: str) -> 
     parser.add_argument(
         "--accountant", choices=ACCOUNTANTS, default=default,
         help="rdp: Rényi DP (fast, vectorised); pld: privacy loss distributions (a certified interval, "
-             "tighter, seconds per setting on a CPU); best: the smaller of the two upper bounds "
+             "tighter, seconds per setting on a CPU); best: both, and the smaller of their two upper bounds "
+             "(each is a valid upper bound, so their minimum is too). Only the accountant chosen is computed "
              f"(default: %(default)s; {why})",
     )
 
@@ -53,8 +54,8 @@ def add_accounting_parsers(subparsers) -> None:
         add_number(p, dest, required=dest in ("sigma", "delta"))  # q, steps: or from the schedule
     add_schedule(p)
     _add_orders(p)
-    _add_accountant(p, "best", "the table shows RDP, the PLD interval and the CLT approximation either way; "
-                               "this picks the ε reported")
+    _add_accountant(p, "best", "the table shows the RDP bounds and the PLD interval of the accountants "
+                               "computed, and the CLT approximation")
     p.add_argument("--json", action="store_true", help="print a JSON object instead of a table")
     p.add_argument("--refine", action="store_true",
                    help="also search real Rényi orders between the grid points (never worse, slower)")
@@ -76,8 +77,8 @@ def add_accounting_parsers(subparsers) -> None:
         if derives:
             add_schedule(t, derives)
         _add_orders(t)
-        _add_accountant(t, "rdp", "fast once compiled, and differentiable; pld/best give a smaller "
-                                  "σ, a larger q or T, in seconds per target")
+        _add_accountant(t, "rdp", "not best as in epsilon: RDP is fast once compiled, and differentiable; "
+                                  "pld/best give a smaller σ, a larger q or T, in seconds per target")
         t.add_argument("--json", action="store_true", help="print JSON instead of a table")
         defaults(t, cmd_calibrate)
 
@@ -87,8 +88,8 @@ def add_accounting_parsers(subparsers) -> None:
         add_number(p, dest, grid=True, required=dest in ("sigma", "delta"))  # q, steps: or from the schedule
     add_schedule(p, grid=True)
     _add_orders(p)
-    _add_accountant(p, "rdp", "thousands of settings per second; pld/best evaluate the PLD setting by setting, "
-                              "slow for big grids on a CPU")
+    _add_accountant(p, "rdp", "not best as in epsilon: RDP does thousands of settings per second; pld/best "
+                              "evaluate the PLD setting by setting, about a second each on a CPU")
     p.add_argument("--out", metavar="DIR", help="write sweep.csv, sweep.json and epsilon_grid.png here")
     p.add_argument("--csv", metavar="FILE",
                    help="write the results as CSV (q,sigma,steps,delta,epsilon,best_order; best_order is nan "
@@ -110,21 +111,28 @@ def cmd_epsilon(args) -> int:
     by = {"rdp": "RDP", "pld": "PLD upper", "best": "the smaller of RDP and PLD upper"}[args.accountant]
     console = stdout_console()
     console.print(f"ε = {fmt(s['epsilon'])} at δ = {args.delta:g} (accountant {args.accountant}: {by})")
+    # Only the accountant asked for is computed (PLD costs seconds, RDP a fraction of one): the other's
+    # rows say how to get them.
+    skipped = "not computed: --accountant best computes both"
     pld_note = ("bound: the true ε lies in the interval" if s["epsilon_pld_lower"] is not None
-                else "needs an integer T")
+                else skipped if args.accountant == "rdp" else "needs an integer T")
     # The CLT (Bu et al.) is exact only as T → ∞ with q√T fixed; for few steps, or where the rare sampled
     # step dominates the privacy loss, it can fall far below the true ε: say so when the interval shows it.
     clt = s["epsilon_gdp_clt_approximation"]
     clt_note = f"approximation, not a bound (μ ≈ {s['gdp_clt_mu_approximation']:.4g})"
     if s["epsilon_pld_lower"] is not None and clt < s["epsilon_pld_lower"]:
         clt_note += "; below the PLD lower bound: it underestimates ε here"
+    if s["epsilon_rdp"] is None:
+        rdp_rows = [["RDP, improved conversion", "-", skipped], ["RDP, classic conversion", "-", skipped]]
+    else:
+        rdp_rows = [["RDP, improved conversion", fmt(s["epsilon_rdp"]), f"bound; best order α = {s['best_order']:g}"],
+                    ["RDP, classic conversion", fmt(s["epsilon_classic"]),
+                     f"bound, looser; best order α = {s['best_order_classic']:g}"]]
     console.print(table(
         f"DP-SGD: q = {args.q:g}, σ = {args.sigma:g}, T = {fmt_steps(args.steps)}, δ = {args.delta:g}",
         ["accountant", "ε", "note"],
         [
-            ["RDP, improved conversion", fmt(s["epsilon_rdp"]), f"bound; best order α = {s['best_order']:g}"],
-            ["RDP, classic conversion", fmt(s["epsilon_classic"]),
-             f"bound, looser; best order α = {s['best_order_classic']:g}"],
+            *rdp_rows,
             ["PLD \\[lower, upper]", interval(s["epsilon_pld_lower"], s["epsilon_pld_upper"]), pld_note],
             ["Gaussian DP, CLT (approximation)", fmt(clt), clt_note],
         ],
