@@ -62,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:  # invalid input: the message names the parameter and its range
         print(f"jaxpriv: error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # an output that became unwritable after the checks (they run before the work)
+        print(f"jaxpriv: error: {err.strerror or err}: {err.filename!r}", file=sys.stderr)
+        return 2
 
 
 class _Parser(argparse.ArgumentParser):

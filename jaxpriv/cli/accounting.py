@@ -17,7 +17,7 @@ import warnings
 
 import numpy as np
 
-from .rules import ACCOUNTANTS, CALIBRATE_RULES, add_number, add_schedule, defaults, subparser
+from .rules import ACCOUNTANTS, CALIBRATE_RULES, add_number, add_schedule, check_output_file, defaults, subparser
 from .tables import fmt, fmt_steps, interval, json_value, stdout_console, table
 
 
@@ -97,7 +97,7 @@ def add_accounting_parsers(subparsers) -> None:
     p.add_argument("--json", metavar="FILE", help="write the grid and results as JSON")
     p.add_argument("--plot", metavar="FILE", help="heatmap of ε over (q, σ) (needs one T and one δ)")
     add_number(p, "chunk_size", metavar="N", extra="256 on the CPU, 4096 on an accelerator, when not given")
-    defaults(p, cmd_sweep, dirs=("out",), files=("csv", "json", "plot"), check=_check_sweep)
+    defaults(p, cmd_sweep, dirs=("out",), files=("csv", "json", "plot"), figures=("plot",), check=_check_sweep)
 
 
 def cmd_epsilon(args) -> int:
@@ -235,8 +235,15 @@ def _sweep_paths(args) -> dict:
 
 
 def _check_sweep(args) -> None:
-    """A heatmap needs a 2-D (q, σ) slice with q > 0 (log axis): fail before a long sweep, not after."""
-    if "plot" not in _sweep_paths(args):
+    """The files --out names by default are writable (--csv/--json/--plot given are checked with every
+    output path); a heatmap needs a 2-D (q, σ) slice with q > 0 (log axis): fail before a long sweep, not
+    after."""
+    paths = _sweep_paths(args)
+    if args.out and os.path.isdir(args.out):  # a directory --out would create is empty
+        for kind, path in paths.items():
+            if getattr(args, kind) is None:
+                check_output_file(f"--out's {kind}", path)
+    if "plot" not in paths:
         return
     if args.steps.size != 1 or args.delta.size != 1:
         raise ValueError("--plot needs a single --steps and a single --delta value")
