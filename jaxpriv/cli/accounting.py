@@ -179,49 +179,67 @@ def cmd_calibrate(args) -> int:
     # Recompute ε at the calibrated value: it shows the guarantee holds (achieved ≤ target).
     params = {**fixed, args.target: np.where(met, value, 1.0)}
     achieved = np.where(met, _achieved(params, args.delta, orders, args.accountant), np.nan)
+    # RDP's conversion certifies no ε below a floor that depends on the setting; under it, a target is met
+    # only by ε = 0, the (0, δ) bound that holds once δ exceeds the total variation (Bretagnolle–Huber), at
+    # the same σ, q or T whatever the target: that value answers δ, not the target, so it is not reported.
+    zero_only = met & (achieved == 0) & (args.accountant == "rdp")
+    jump = value[zero_only][0] if zero_only.any() else None
+    met, achieved = met & ~zero_only, np.where(zero_only, np.nan, achieved)
 
     if args.json:
         rows = [{"target_epsilon": float(t), args.target: json_value(v) if m else None,
                  "achieved_epsilon": json_value(a), **fixed, "delta": args.delta, "accountant": args.accountant}
                 for t, v, a, m in zip(args.epsilon, value, achieved, met)]
         print(json.dumps(rows, indent=2))
-        return _report_unattainable(args, fixed, met, orders)
+        return _report_unattainable(args, fixed, met, orders, zero_only, jump)
     fmt_target = fmt_steps if args.target == "steps" else fmt
     rows = [
-        [fmt(t), fmt_target(v), fmt(a), "yes" if a <= t else "NO"] if m else [fmt(t), "unattainable", "-", "-"]
-        for t, v, a, m in zip(args.epsilon, value, achieved, met)
+        [fmt(t), fmt_target(v), fmt(a), "yes" if a <= t else "NO"] if m
+        else [fmt(t), "not certified" if z else "unattainable", "-", "-"]
+        for t, v, a, m, z in zip(args.epsilon, value, achieved, met, zero_only)
     ]
     given = ", ".join(f"{_SYMBOL[k]} = {fmt_steps(v) if k == 'steps' else f'{v:g}'}" for k, v in fixed.items())
     console = stdout_console()
     console.print(table(f"{_SYMBOL[args.target]} calibrated for {given}, δ = {args.delta:g} "
                         f"({args.accountant} accountant)",
                         ["target ε", _SYMBOL[args.target], "achieved ε", "≤ target"], rows, numeric=(0, 1, 2)))
-    return _report_unattainable(args, fixed, met, orders)
+    return _report_unattainable(args, fixed, met, orders, zero_only, jump)
 
 
 #: The end of each calibrated parameter's range where ε is smallest (the library's search brackets)
 _SAFEST = {"sigma": 1e4, "q": 1e-12, "steps": 1}
 
 
-def _report_unattainable(args, fixed: dict, met: np.ndarray, orders) -> int:
+def _report_unattainable(args, fixed: dict, met: np.ndarray, orders, zero_only: np.ndarray, jump) -> int:
     """Exit status 1, with one line on stderr, when a target cannot be met: which targets, the smallest ε
-    the accountant certifies (at the safest end of the parameter's range) and what to change."""
+    the accountant certifies (at the safest end of the parameter's range) and what to change; and the
+    targets RDP meets only by ε = 0 (``zero_only``, at the value ``jump``), naming the accountant that
+    certifies small ε."""
     if met.all():
         return 0
-    missed = np.asarray(args.epsilon)[~met]
-    safest = {**fixed, args.target: _SAFEST[args.target]}
-    floor = float(np.min(_achieved(safest, args.delta, orders, args.accountant)))
-    targets = f"target{'s' if missed.size > 1 else ''} ε = {', '.join(fmt(t) for t in missed)}"
-    hint = "raise σ or lower q" if args.target == "steps" else "raise the target or δ"
-    if args.accountant == "rdp" and args.target != "steps":
-        hint += ", or try --accountant pld (tighter)"
+    def named(targets) -> str:
+        return f"target{'s' if targets.size > 1 else ''} ε = {', '.join(fmt(t) for t in targets)}"
+
     symbol, end = _SYMBOL[args.target], _SAFEST[args.target]
-    if floor > missed.max():
-        reason = f"even {symbol} = {end:,g} gives ε = {fmt(floor)}"
-    else:
-        reason = f"no {symbol} in the calibration's search range meets it"
-    print(f"jaxpriv: error: {targets} unattainable with the {args.accountant} accountant: {reason}; {hint}",
-          file=sys.stderr)
+    parts = []
+    missed = np.asarray(args.epsilon)[~met & ~zero_only]
+    if missed.size:
+        safest = {**fixed, args.target: _SAFEST[args.target]}
+        floor = float(np.min(_achieved(safest, args.delta, orders, args.accountant)))
+        hint = "raise σ or lower q" if args.target == "steps" else "raise the target or δ"
+        if args.accountant == "rdp" and args.target != "steps":
+            hint += ", or try --accountant pld (tighter)"
+        if floor > missed.max():
+            reason = f"even {symbol} = {end:,g} gives ε = {fmt(floor)}"
+        else:
+            reason = f"no {symbol} in the calibration's search range meets it"
+        parts.append(f"{named(missed)} unattainable with the {args.accountant} accountant: {reason}; {hint}")
+    if zero_only.any():
+        shown = fmt_steps(jump) if args.target == "steps" else fmt(jump)
+        parts.append(f"{named(np.asarray(args.epsilon)[zero_only])} cannot be certified by the rdp accountant: "
+                     f"its conversion certifies no ε that small here, only ε = 0 (the (0, δ) bound) at {symbol} = "
+                     f"{shown} whatever the target; the pld accountant has no such floor (--accountant pld)")
+    print(f"jaxpriv: error: {'; and '.join(parts)}", file=sys.stderr)
     return 1
 
 
