@@ -38,7 +38,7 @@ from .checkpoint import arrays_to_tree, leaves_to_arrays, load_checkpoint, run_f
 from .config import DPSGDConfig, check_config
 from .data import as_dataset
 from .evaluate import make_evaluator, padded_test_set
-from .models import CNN, MLP, cross_entropy_loss, mse_loss
+from .models import CNN, MLP, check_labels, cross_entropy_loss, mse_loss
 from .plan import GroupAccountant, PrivacyPlan, plan_privacy
 from .programs import Program, ProgramCache
 from .sampling import PoissonSampler, bucket_sizes
@@ -358,6 +358,8 @@ def train(
         raise ValueError(f"optimizer must be an optax.GradientTransformation, got {type(optimizer).__name__}")
     if loss_fn is None:
         loss_fn = mse_loss if config.loss == "mse" else cross_entropy_loss
+        if config.loss != "mse":  # the built-in classifier loss: labels in [0, the model's classes)
+            check_labels(model, data.x_train, y=data.y_train, y_test=data.y_test)
     fingerprint = run_fingerprint(config, data)
     saved = load_checkpoint(checkpoint_dir) if checkpoint_dir else None
     if saved is not None and saved[0]["fingerprint"] != fingerprint:

@@ -220,6 +220,10 @@ def make_private(
     if not (callable(loss) or loss in LOSSES):
         raise ValueError(f"loss must be one of {LOSSES} or a callable loss(model, x, y, key) → (B,), got {loss!r}")
     x, y = _arrays(x, y, loss)
+    if loss == "cross_entropy":
+        from .models import check_labels
+
+        check_labels(model, x, y=y)  # labels in [0, the model's classes)
     q, total = sampling_and_steps(int(x.shape[0]), batch_size, epochs)
     delta = check_scalar("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True)
     max_grad_norm = check_scalar("max_grad_norm", max_grad_norm, 0.0, np.inf, lo_open=True)
