@@ -16,7 +16,8 @@ from flax import nnx
 
 from .._checks import check_scalar
 
-__all__ = ["cross_entropy_loss", "check_labels", "mse_loss", "squared_errors", "MLP", "CNN", "Transformer", "TransformerBlock"]
+__all__ = ["cross_entropy_loss", "check_labels", "mse_loss", "squared_errors", "MLP", "CNN", "Transformer",
+           "TransformerBlock"]
 
 
 def _size(name: str, value, lo: int = 1) -> int:
