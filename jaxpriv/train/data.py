@@ -169,11 +169,10 @@ def _labels(name: str, y: np.ndarray, loss: str) -> np.ndarray:
         raise ValueError(f"{name} must hold one integer class label per example, shape (N,), for loss "
                          f"'cross_entropy', got shape {y.shape} (use loss 'mse' for regression targets)")
     if y.dtype != np.int32:
-        # an integer dtype only: float labels (even 5.0, 6.0, 7.0) are more often targets or a mix-up than classes
-        if not (np.issubdtype(y.dtype, np.integer) and np.all(y >= 0)):
-            raise ValueError(f"{name} must hold integer class labels ≥ 0 for loss 'cross_entropy' (an integer "
-                             f"dtype, values in [0, number of classes)), got {y.dtype} values such as "
-                             f"{y.reshape(-1)[:3].tolist()} (use loss 'mse' for regression targets)")
+        if not (np.issubdtype(y.dtype, np.number) and np.all(np.isfinite(y)) and np.all(np.floor(y) == y)
+                and np.all(y >= 0)):
+            raise ValueError(f"{name} must hold integer class labels ≥ 0 for loss 'cross_entropy', got values such "
+                             f"as {y.reshape(-1)[:3].tolist()} (use loss 'mse' for regression targets)")
         y = y.astype(np.int32)
     if y.size and y.min() < 0:
         raise ValueError(f"{name} must hold integer class labels ≥ 0 for loss 'cross_entropy', got {int(y.min())}")
