@@ -12,8 +12,10 @@ still lists every target; one line on stderr says which and why: this needs the 
 never a usage error); 2 on a bad argument, with a one-line message naming it and its valid range.
 Every argument and output path is checked before JAX is imported, so a mistake is reported at once:
 argparse catches malformed numbers and grids, unknown choices and missing arguments; the ranges and
-paths are checked next (numpy only); the library checks its inputs again (its ``ValueError`` names the
-parameter and its range).
+paths are checked next (numpy only): every output directory's parent must exist and every output place
+take a file (probed with a temporary file), a figure needs an image file type, an input file must exist,
+and a run that fails these checks creates nothing; the library checks its inputs again (its ``ValueError``
+names the parameter and its range).
 
 One module per concept; importing this package (and so every argument check) imports no JAX, the
 handlers import the library when they run:

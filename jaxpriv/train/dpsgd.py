@@ -311,7 +311,8 @@ def train(
       data: a :class:`jaxpriv.train.data.Dataset` (``x_train, y_train, x_test, y_test``), or a tuple of numpy
         or JAX arrays ``(x, y)`` or ``(x, y, x_test, y_test)``: examples (N, ...) and integer labels (N,)
         (regression targets (N, ...) with ``loss="mse"``). Without a test set the evaluation (the history's
-        ``test_accuracy``/``test_loss``) is on the training arrays. Mismatched shapes raise ``ValueError``.
+        ``test_accuracy``/``test_loss``) is on the training arrays. Mismatched shapes raise ``ValueError``,
+        and so do labels outside [0, C), C the model's number of outputs, with the built-in cross-entropy.
       config: :class:`DPSGDConfig`.
       loss_fn: ``loss_fn(model, inputs, labels, key) → (B,)`` per-example losses (default
         :func:`cross_entropy_loss`, or :func:`mse_loss` with ``config.loss == "mse"``).

@@ -177,7 +177,8 @@ def make_private(
       model: a Flax NNX model (no ``nnx.BatchNorm``: gradients must be per example); updated in place.
       optimizer: any Optax transformation; the noise is chained in front of it.
       x: training examples, a numpy or JAX array (N, ...), N ≥ 1.
-      y: labels (N,) (integer classes for ``"cross_entropy"``), regression targets (N, ...) for ``"mse"``.
+      y: labels (N,) (integer classes in [0, C) for ``"cross_entropy"``, C the model's number of outputs:
+        checked, :func:`~jaxpriv.train.models.check_labels`), regression targets (N, ...) for ``"mse"``.
       batch_size: expected batch size B in (0, N] (Poisson sampling: the realised size varies).
       epochs: number of epochs E > 0 (fractional allowed); sets the planned steps T.
       delta: δ in (0, 1) of the (ε, δ) guarantee (take δ < 1/N).
