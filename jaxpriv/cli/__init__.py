@@ -7,7 +7,8 @@
     jaxpriv report --quick --out reproduce-out
     jaxpriv train --dataset digits --epsilon 3 --delta 1e-5 --json train.json --plot curve.png
 
-Exit status: 0 on success; 1 when ``calibrate`` finds that a target ε cannot be met (the table or JSON
+Exit status: 0 on success; 1 when ``calibrate`` finds that a target ε cannot be met, or that RDP meets it
+only by ε = 0 (its (0, δ) bound, at a σ, q or T set by δ: the message names --accountant pld) (the table or JSON
 still lists every target; one line on stderr says which and why: this needs the computation, so it is
 never a usage error); 2 on a bad argument, with a one-line message naming it and its valid range.
 Every argument and output path is checked before JAX is imported, so a mistake is reported at once:
