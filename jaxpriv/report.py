@@ -83,25 +83,31 @@ def privacy_summary(q: float, sigma: float, steps: float, delta: float, orders=N
     bound; shown for comparison). With ``refine`` the improved-conversion ε also searches real orders
     between the grid points.
 
-    ``"epsilon"`` is the upper bound of ``accountant``: ``"rdp"`` (improved conversion), ``"pld"`` (the
-    interval's upper end) or ``"best"`` (the smaller of the two). The PLD needs an integer T; for a
-    fractional T its entries are None and ``"best"`` reports RDP.
+    Only the accountant asked for is computed: ``"rdp"`` (improved conversion, and the classic one beside
+    it), ``"pld"`` (the certified interval) or ``"best"`` (both; the smaller upper bound is reported). The
+    entries of an accountant not computed are None. ``"epsilon"`` is the upper bound of ``accountant``.
+    The PLD needs an integer T; for a fractional T its entries are None and ``"best"`` reports RDP.
     """
     _check_accountant(accountant)
     orders = rdp.DEFAULT_ORDERS if orders is None else np.asarray(orders, dtype=np.float64)
-    eps, order = dpsgd_epsilon(q, sigma, steps, delta, orders=orders, return_order=True, refine=refine)
-    curve = rdp.compose(rdp.subsampled_gaussian(q, sigma, orders), counts=[steps])
-    eps_classic, order_classic = rdp.to_epsilon(curve, orders, delta, conversion="classic")
+    eps = order = eps_classic = order_classic = None
+    if accountant in ("rdp", "best"):
+        eps, order = map(float, dpsgd_epsilon(q, sigma, steps, delta, orders=orders, return_order=True,
+                                              refine=refine))
+        curve = rdp.compose(rdp.subsampled_gaussian(q, sigma, orders), counts=[steps])
+        eps_classic, order_classic = map(float, rdp.to_epsilon(curve, orders, delta, conversion="classic"))
     mu = float(fdp.dpsgd_mu_clt(q, sigma, steps))
     # μ = 0 (q = 0 or T = 0) is perfect privacy, ε = 0; gdp_epsilon itself only accepts μ > 0.
     eps_clt = float(fdp.gdp_epsilon(mu, delta)) if mu > 0 else 0.0
     pld_lower = pld_upper = None
-    if float(steps).is_integer():
+    if accountant in ("pld", "best") and float(steps).is_integer():
         pld_lower, pld_upper = map(float, accounting.epsilon_interval(_dpsgd_event(q, sigma, steps), delta))
     elif accountant == "pld":
         raise ValueError(f"the PLD accountant needs an integer number of steps T, got {steps!r}")
-    reported = {"rdp": float(eps), "pld": pld_upper,
-                "best": float(eps) if pld_upper is None else min(float(eps), pld_upper)}[accountant]
+    if accountant == "best":
+        reported = eps if pld_upper is None else min(eps, pld_upper)
+    else:
+        reported = eps if accountant == "rdp" else pld_upper
     return {
         "q": float(q),
         "sigma": float(sigma),
@@ -109,10 +115,10 @@ def privacy_summary(q: float, sigma: float, steps: float, delta: float, orders=N
         "delta": float(delta),
         "accountant": accountant,
         "epsilon": reported,
-        "epsilon_rdp": float(eps),
-        "best_order": float(order),
-        "epsilon_classic": float(eps_classic),
-        "best_order_classic": float(order_classic),
+        "epsilon_rdp": eps,
+        "best_order": order,
+        "epsilon_classic": eps_classic,
+        "best_order_classic": order_classic,
         "epsilon_pld_lower": pld_lower,
         "epsilon_pld_upper": pld_upper,
         "gdp_clt_mu_approximation": mu,

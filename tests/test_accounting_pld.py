@@ -576,6 +576,28 @@ def test_best_is_min_of_both():
     assert (pld < rdp).all()
 
 
+def test_best_is_exactly_the_smaller_of_rdp_and_the_interval_upper_end(monkeypatch):
+    """accounting.epsilon by "pld" is epsilon_interval's upper end to the bit, and "best" the smaller of it
+    and RDP's, also where the interval is refined (issue 34: "best" gave 5.192639 above the interval's own
+    upper end 5.192612, the interval refining what epsilon did not). The batch above: no new programs."""
+    from jaxpriv.accounting import pld as pld_module
+
+    event = dpsgd(np.array([0.01, 0.1]), np.array([1.0, 2.0]), 20)
+    rdp = accounting.epsilon(event, 1e-5, accountant="rdp")
+    lower, upper = accounting.epsilon_interval(event, 1e-5)
+    np.testing.assert_array_equal(accounting.epsilon(event, 1e-5, accountant="pld"), upper)
+    np.testing.assert_array_equal(accounting.epsilon(event, 1e-5), np.minimum(rdp, upper))
+    # a tolerance under the first setting's width: its interval is refined, and epsilon follows it
+    width = (upper - lower) / upper
+    monkeypatch.setattr(pld_module, "INTERVAL_TOLERANCE", 0.9 * float(width.max()))
+    lower2, upper2 = accounting.epsilon_interval(event, 1e-5)
+    assert upper2[0] < upper[0] and lower2[0] >= lower[0]  # refined, and both ends still certified
+    np.testing.assert_array_equal(accounting.epsilon(event, 1e-5, accountant="pld"), upper2)
+    best = accounting.epsilon(event, 1e-5)
+    np.testing.assert_array_equal(best, np.minimum(rdp, upper2))
+    assert (best <= upper2).all()
+
+
 @pytest.mark.slow
 def test_best_is_min_of_both_on_a_batch(full):
     q = np.array([[0.005], [0.02], [0.2]]) if full else np.array([[0.02], [0.2]])

@@ -38,15 +38,35 @@ def test_epsilon_json_every_accountant(capsys):
         assert code == 0
         results[name] = data = json.loads(out)
         assert data["accountant"] == name
-        assert data["epsilon_rdp"] == float(jaxpriv.dpsgd_epsilon(0.01, 1.1, 1000, 1e-5))
-        assert 0 < data["epsilon_pld_lower"] <= data["epsilon_pld_upper"] < data["epsilon_rdp"]
         assert data["epsilon_gdp_clt_approximation"] > 0
+    rdp = float(jaxpriv.dpsgd_epsilon(0.01, 1.1, 1000, 1e-5))
+    for name in ("rdp", "best"):
+        assert results[name]["epsilon_rdp"] == rdp
+    for name in ("pld", "best"):
+        assert 0 < results[name]["epsilon_pld_lower"] <= results[name]["epsilon_pld_upper"] < rdp
+    # the accountant chosen is the only one computed: the other's entries are None
+    assert results["rdp"]["epsilon_pld_lower"] is None and results["rdp"]["epsilon_pld_upper"] is None
+    assert results["pld"]["epsilon_rdp"] is None and results["pld"]["epsilon_classic"] is None
     assert results["rdp"]["epsilon"] == results["rdp"]["epsilon_rdp"]
     assert results["pld"]["epsilon"] == results["pld"]["epsilon_pld_upper"]
     assert results["best"]["epsilon"] == min(results["best"]["epsilon_rdp"], results["best"]["epsilon_pld_upper"])
     # the interval is the library's certified PLD interval
     lower, upper = accounting.epsilon_interval(dpsgd(0.01, 1.1, 1000), 1e-5)
     assert results["pld"]["epsilon_pld_lower"] == float(lower) and results["pld"]["epsilon_pld_upper"] == float(upper)
+
+
+@pytest.mark.parametrize("name, skipped", [("rdp", "epsilon_interval"), ("pld", "dpsgd_epsilon")])
+def test_epsilon_computes_only_the_accountant_chosen(capsys, monkeypatch, name, skipped):
+    import jaxpriv.report
+
+    def fail(*args, **kwargs):
+        raise AssertionError(f"--accountant {name} computed {skipped}")
+
+    target = jaxpriv.report.accounting if skipped == "epsilon_interval" else jaxpriv.report
+    monkeypatch.setattr(target, skipped, fail)
+    code, out, err = run(capsys, "epsilon", *SMALL, "--accountant", name)
+    assert code == 0, err
+    assert "not computed: --accountant best computes both" in out
 
 
 def test_epsilon_table_shows_rdp_pld_and_clt(capsys):

@@ -2,6 +2,8 @@
 message, before JAX is imported (so before any computation). One fresh interpreter runs all the cases
 and reports whether JAX was ever imported."""
 
+import os
+
 import pytest
 from cli_helpers import run_fresh
 
@@ -62,6 +64,37 @@ CASES = {
                             "invalid int value: 'two'"),
     "train process id missing": ([*TRAIN, "--coordinator", "127.0.0.1:1234", "--num-processes", "2"],
                                  "process_id is required: pass it or set JAX_PROCESS_ID"),
+    # output paths (issue 34): a missing parent, a place no file can be created in (/proc, even for root), a
+    # figure's file type, a file --out would write; {dir}/missing never exists, {dir}/outdir holds a directory
+    # named sweep.csv
+    "sweep out missing parent": ([*SWEEP, "--out", "{dir}/missing/out"],
+                                 "--out '{dir}/missing/out' cannot be created: its parent directory "
+                                 "'{dir}/missing' does not exist"),
+    "sweep out unwritable": ([*SWEEP, "--out", "/proc/jaxpriv-out"], "--out '/proc/jaxpriv-out' is not writable"),
+    "sweep csv unwritable": ([*SWEEP, "--csv", "/proc/eps.csv"], "--csv '/proc/eps.csv' is not writable"),
+    "sweep json unwritable": ([*SWEEP, "--json", "/proc/eps.json"], "--json '/proc/eps.json' is not writable"),
+    "sweep plot not a figure": ([*SWEEP, "--plot", "{dir}/p.txt"], "--plot '{dir}/p.txt': a figure is written as .png"),
+    "sweep plot without extension": ([*SWEEP, "--plot", "{dir}/p"], "got no extension"),
+    "sweep out file is a directory": ([*SWEEP, "--out", "{dir}/outdir"],
+                                      "--out's csv '{dir}/outdir/sweep.csv' is a directory"),
+    "shuffle out missing parent": (["shuffle", "--budgets", "uniform:0.1,1", "--n", "100", "--delta", "1e-8",
+                                    "--out", "{dir}/missing/out"], "its parent directory '{dir}/missing' does not"),
+    "shuffle out unwritable": (["shuffle", "--budgets", "uniform:0.1,1", "--n", "100", "--delta", "1e-8",
+                                "--out", "/proc/jaxpriv-out"], "is not writable"),
+    "shuffle budgets file not found": (["shuffle", "--budgets", "{dir}/missing.csv", "--delta", "1e-8"],
+                                       "--budgets '{dir}/missing.csv': file not found"),
+    "shuffle budgets relative file not found": (["shuffle", "--budgets", "no-such-budgets.csv", "--n", "100",
+                                                 "--delta", "1e-8"], "file not found"),
+    "shuffle budgets directory": (["shuffle", "--budgets", "{dir}", "--delta", "1e-8"], "is a directory, not a CSV"),
+    "report out missing parent": (["report", "--quick", "--out", "{dir}/missing/out"], "does not exist"),
+    "report out unwritable": (["report", "--quick", "--out", "/proc/jaxpriv-out"], "is not writable"),
+    "train checkpoint missing parent": ([*TRAIN, "--checkpoint", "{dir}/missing/ckpt"], "does not exist"),
+    "train checkpoint unwritable": ([*TRAIN, "--checkpoint", "/proc/jaxpriv-ckpt"], "is not writable"),
+    "train json unwritable": ([*TRAIN, "--json", "/proc/train.json"], "is not writable"),
+    "train plot not a figure": ([*TRAIN, "--plot", "{dir}/curve.csv"], "a figure is written as .png"),
+    "train budgets file not found": ([*TRAIN[:1], "--budgets", "{dir}/missing.csv"], "file not found"),
+    "audit out missing parent": (["audit", "--epsilon", "8", "--out", "{dir}/missing/out"], "does not exist"),
+    "audit out unwritable": (["audit", "--epsilon", "8", "--out", "/proc/jaxpriv-out"], "is not writable"),
 }
 
 @pytest.fixture(scope="module")
@@ -69,6 +102,7 @@ def outcome(tmp_path_factory):
     """Run every case in one fresh interpreter: name → (result, expected text), and whether JAX loaded."""
     base = tmp_path_factory.mktemp("cli_errors")
     (base / "file").write_text("not a directory\n")
+    (base / "outdir" / "sweep.csv").mkdir(parents=True)
     subs = {"{file}": str(base / "file"), "{dir}": str(base)}
 
     def fill(text):
@@ -79,7 +113,7 @@ def outcome(tmp_path_factory):
     argvs = [[fill(a) for a in argv] for argv, _ in CASES.values()]
     report = run_fresh(argvs)
     cases = {name: (result, fill(expected)) for (name, (_, expected)), result in zip(CASES.items(), report["results"])}
-    return cases, report["jax_imported"]
+    return cases, report["jax_imported"], base
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -99,3 +133,12 @@ def test_the_parser_names_every_accountant():
     from jaxpriv import accounting, cli
 
     assert cli.ACCOUNTANTS == accounting.ACCOUNTANTS
+
+
+def test_a_failed_run_creates_nothing(outcome):
+    """No directory made for a missing parent, no write probe left behind, nothing written under /proc."""
+    base = outcome[2]
+    assert not (base / "missing").exists()
+    assert sorted(p.name for p in base.iterdir()) == ["file", "outdir"]
+    assert [p.name for p in (base / "outdir").iterdir()] == ["sweep.csv"]
+    assert not any(os.path.exists(f"/proc/{name}") for name in ("jaxpriv-out", "eps.csv", "train.json"))

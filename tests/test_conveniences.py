@@ -232,6 +232,10 @@ def test_train_on_x_y_only_evaluates_on_the_training_arrays():
     (lambda x, y: (x, y - 1), "y must hold integer class labels ≥ 0"),
     (lambda x, y: (x, np.stack([y, y], 1)), r"y must hold one integer class label per example, shape \(N,\)"),
     (lambda x, y: (x, y, x[:5], np.full(5, 0.5)), "y_test must hold integer class labels"),
+    (lambda x, y: (x, y.astype(np.float32) + 5), r"labels y must be class indices in \[0, 2\) for a model with 2"),
+    (lambda x, y: (x, y + 5), r"labels y must be class indices in \[0, 2\) for a model with 2 outputs"),
+    (lambda x, y: (x, y, x[:5], np.full(5, 2)), r"labels y_test must be class indices in \[0, 2\) for a model with 2 "
+                                                r"outputs \(logits\), got 2"),
 ])
 def test_train_rejects_bad_arrays(given, message):
     x, y = _arrays()

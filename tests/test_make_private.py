@@ -140,6 +140,12 @@ GOOD = dict(target_epsilon=2.0, delta=DELTA, batch_size=16, epochs=1)
     (dict(x="x"), "x must be an array with a leading axis of N ≥ 1 examples"),
     (dict(y=np.zeros(63, np.int32)), r"x and y must hold the same number of examples, got x of shape \(64, 4\)"),
     (dict(y=np.full(64, 0.5)), "y must hold integer class labels ≥ 0 for loss 'cross_entropy'"),
+    # issue 34: labels beyond the model's classes, float (5.0, 6.0, 7.0: whole numbers are accepted as classes)
+    # or integer, trained silently on a wrong target
+    (dict(y=np.arange(64) % 3 + 5.0), r"labels y must be class indices in \[0, 2\) for a model with 2 outputs "
+                                      r"\(logits\), got 7"),
+    (dict(y=np.arange(64) % 3), r"labels y must be class indices in \[0, 2\) for a model with 2 outputs \(logits\), "
+                                "got 2"),
     (dict(batch_size=0), r"batch_size must lie in \(0.0, 64.0\], got 0.0"),
     (dict(batch_size=65), r"batch_size must lie in \(0.0, 64.0\], got 65.0"),
     (dict(epochs=0), r"epochs must lie in \(0.0, inf\), got 0.0"),

@@ -10,7 +10,8 @@ One interface, two interpreters of :mod:`jaxpriv.events`:
   uniform or personalized budgets), their Poisson subsampling, client sampling of any of these (rPDP-FL's
   two stages) and compositions.
 * ``"best"`` (the default) — the smaller of the two upper bounds where both apply (both are valid upper
-  bounds, so their minimum is too); the one that can interpret the event otherwise.
+  bounds, so their minimum is too): exactly ``min(RDP's ε, epsilon_interval's upper end)``; the one that
+  can interpret the event otherwise.
 
 Accountants are also objects (:class:`RDP`, :class:`PLD`) carrying their options; the functions accept
 either a name or an object. Results are float64 numpy arrays of the broadcast shape of the event's
@@ -130,7 +131,10 @@ class PLD:
     spread of one step's loss (:data:`.pld.SPACING`), so that both ends of the certified interval are close
     to the h → 0 limit. ``tolerance`` (in (0, 0.1]) asks for more: settings whose certified interval is
     wider than that fraction of its upper end are recomputed on finer grids, so the reported upper bound
-    is then within ``tolerance`` of the true value. Every answer is an upper bound whatever the options.
+    is then within ``tolerance`` of the true value. Without ``discretization`` it defaults to
+    :func:`epsilon_interval`'s (:data:`.pld.INTERVAL_TOLERANCE`, 1%), so that :func:`epsilon` by PLD (and so
+    ``"best"``) is exactly the upper end of :func:`epsilon_interval`, never above it. Every answer is an
+    upper bound whatever the options.
 
     Example:
       >>> from jaxpriv import accounting, events
@@ -159,6 +163,8 @@ class PLD:
         """(lower, upper) of ε(δ = value) or δ(ε = value), both ends from one computation; ``tolerance``
         (default: this accountant's) as in the class docstring."""
         tolerance = self.tolerance if tolerance is None else tolerance
+        if tolerance is None and self.discretization is None:  # the same answer as epsilon_interval's
+            tolerance = _pld.INTERVAL_TOLERANCE
         upper, low = _pld.interval(event, value, query=query, discretization=self.discretization,
                                    tolerance=tolerance, chunk_size=chunk_size, progress=progress)
         return low, upper

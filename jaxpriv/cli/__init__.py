@@ -7,13 +7,16 @@
     jaxpriv report --quick --out reproduce-out
     jaxpriv train --dataset digits --epsilon 3 --delta 1e-5 --json train.json --plot curve.png
 
-Exit status: 0 on success; 1 when ``calibrate`` finds that a target ε cannot be met (the table or JSON
+Exit status: 0 on success; 1 when ``calibrate`` finds that a target ε cannot be met, or that RDP meets it
+only by ε = 0 (its (0, δ) bound, at a σ, q or T set by δ: the message names --accountant pld) (the table or JSON
 still lists every target; one line on stderr says which and why: this needs the computation, so it is
 never a usage error); 2 on a bad argument, with a one-line message naming it and its valid range.
 Every argument and output path is checked before JAX is imported, so a mistake is reported at once:
 argparse catches malformed numbers and grids, unknown choices and missing arguments; the ranges and
-paths are checked next (numpy only); the library checks its inputs again (its ``ValueError`` names the
-parameter and its range).
+paths are checked next (numpy only): every output directory's parent must exist and every output place
+take a file (probed with a temporary file), a figure needs an image file type, an input file must exist,
+and a run that fails these checks creates nothing; the library checks its inputs again (its ``ValueError``
+names the parameter and its range).
 
 One module per concept; importing this package (and so every argument check) imports no JAX, the
 handlers import the library when they run:
@@ -61,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         return args.handler(args)
     except ValueError as err:  # invalid input: the message names the parameter and its range
         print(f"jaxpriv: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # an output that became unwritable after the checks (they run before the work)
+        print(f"jaxpriv: error: {err.strerror or err}: {err.filename!r}", file=sys.stderr)
         return 2
 
 

@@ -17,7 +17,7 @@ import warnings
 
 import numpy as np
 
-from .rules import ACCOUNTANTS, CALIBRATE_RULES, add_number, add_schedule, defaults, subparser
+from .rules import ACCOUNTANTS, CALIBRATE_RULES, add_number, add_schedule, check_output_file, defaults, subparser
 from .tables import fmt, fmt_steps, interval, json_value, stdout_console, table
 
 
@@ -40,7 +40,8 @@ def _add_accountant(parser: argparse.ArgumentParser, default: str, why: str) -> 
     parser.add_argument(
         "--accountant", choices=ACCOUNTANTS, default=default,
         help="rdp: Rényi DP (fast, vectorised); pld: privacy loss distributions (a certified interval, "
-             "tighter, seconds per setting on a CPU); best: the smaller of the two upper bounds "
+             "tighter, seconds per setting on a CPU); best: both, and the smaller of their two upper bounds "
+             "(each is a valid upper bound, so their minimum is too). Only the accountant chosen is computed "
              f"(default: %(default)s; {why})",
     )
 
@@ -53,8 +54,8 @@ def add_accounting_parsers(subparsers) -> None:
         add_number(p, dest, required=dest in ("sigma", "delta"))  # q, steps: or from the schedule
     add_schedule(p)
     _add_orders(p)
-    _add_accountant(p, "best", "the table shows RDP, the PLD interval and the CLT approximation either way; "
-                               "this picks the ε reported")
+    _add_accountant(p, "best", "the table shows the RDP bounds and the PLD interval of the accountants "
+                               "computed, and the CLT approximation")
     p.add_argument("--json", action="store_true", help="print a JSON object instead of a table")
     p.add_argument("--refine", action="store_true",
                    help="also search real Rényi orders between the grid points (never worse, slower)")
@@ -80,8 +81,8 @@ def add_accounting_parsers(subparsers) -> None:
         if derives:
             add_schedule(t, derives)
         _add_orders(t)
-        _add_accountant(t, "rdp", "fast once compiled, and differentiable; pld/best give a smaller "
-                                  "σ, a larger q or T, in seconds per target")
+        _add_accountant(t, "rdp", "not best as in epsilon: RDP is fast once compiled, and differentiable; "
+                                  "pld/best give a smaller σ, a larger q or T, in seconds per target")
         t.add_argument("--json", action="store_true", help="print JSON instead of a table")
         defaults(t, cmd_calibrate)
 
@@ -91,8 +92,8 @@ def add_accounting_parsers(subparsers) -> None:
         add_number(p, dest, grid=True, required=dest in ("sigma", "delta"))  # q, steps: or from the schedule
     add_schedule(p, grid=True)
     _add_orders(p)
-    _add_accountant(p, "rdp", "thousands of settings per second; pld/best evaluate the PLD setting by setting, "
-                              "slow for big grids on a CPU")
+    _add_accountant(p, "rdp", "not best as in epsilon: RDP does thousands of settings per second; pld/best "
+                              "evaluate the PLD setting by setting, about a second each on a CPU")
     p.add_argument("--out", metavar="DIR", help="write sweep.csv, sweep.json and epsilon_grid.png here")
     p.add_argument("--csv", metavar="FILE",
                    help="write the results as CSV (q,sigma,steps,delta,epsilon,best_order; best_order is nan "
@@ -100,7 +101,7 @@ def add_accounting_parsers(subparsers) -> None:
     p.add_argument("--json", metavar="FILE", help="write the grid and results as JSON")
     p.add_argument("--plot", metavar="FILE", help="heatmap of ε over (q, σ) (needs one T and one δ)")
     add_number(p, "chunk_size", metavar="N", extra="256 on the CPU, 4096 on an accelerator, when not given")
-    defaults(p, cmd_sweep, dirs=("out",), files=("csv", "json", "plot"), check=_check_sweep)
+    defaults(p, cmd_sweep, dirs=("out",), files=("csv", "json", "plot"), figures=("plot",), check=_check_sweep)
 
 
 def _epochs(args) -> tuple[int, int]:
@@ -146,21 +147,28 @@ def cmd_epsilon(args) -> int:
     by = {"rdp": "RDP", "pld": "PLD upper", "best": "the smaller of RDP and PLD upper"}[args.accountant]
     console = stdout_console()
     console.print(f"ε = {fmt(s['epsilon'])} at δ = {args.delta:g} (accountant {args.accountant}: {by})")
+    # Only the accountant asked for is computed (PLD costs seconds, RDP a fraction of one): the other's
+    # rows say how to get them.
+    skipped = "not computed: --accountant best computes both"
     pld_note = ("bound: the true ε lies in the interval" if s["epsilon_pld_lower"] is not None
-                else "needs an integer T")
+                else skipped if args.accountant == "rdp" else "needs an integer T")
     # The CLT (Bu et al.) is exact only as T → ∞ with q√T fixed; for few steps, or where the rare sampled
     # step dominates the privacy loss, it can fall far below the true ε: say so when the interval shows it.
     clt = s["epsilon_gdp_clt_approximation"]
     clt_note = f"approximation, not a bound (μ ≈ {s['gdp_clt_mu_approximation']:.4g})"
     if s["epsilon_pld_lower"] is not None and clt < s["epsilon_pld_lower"]:
         clt_note += "; below the PLD lower bound: it underestimates ε here"
+    if s["epsilon_rdp"] is None:
+        rdp_rows = [["RDP, improved conversion", "-", skipped], ["RDP, classic conversion", "-", skipped]]
+    else:
+        rdp_rows = [["RDP, improved conversion", fmt(s["epsilon_rdp"]), f"bound; best order α = {s['best_order']:g}"],
+                    ["RDP, classic conversion", fmt(s["epsilon_classic"]),
+                     f"bound, looser; best order α = {s['best_order_classic']:g}"]]
     console.print(table(
         f"DP-SGD: q = {args.q:g}, σ = {args.sigma:g}, T = {fmt_steps(args.steps)}, δ = {args.delta:g}",
         ["accountant", "ε", "note"],
         [
-            ["RDP, improved conversion", fmt(s["epsilon_rdp"]), f"bound; best order α = {s['best_order']:g}"],
-            ["RDP, classic conversion", fmt(s["epsilon_classic"]),
-             f"bound, looser; best order α = {s['best_order_classic']:g}"],
+            *rdp_rows,
             ["PLD \\[lower, upper]", interval(s["epsilon_pld_lower"], s["epsilon_pld_upper"]), pld_note],
             ["Gaussian DP, CLT (approximation)", fmt(clt), clt_note],
         ],
@@ -220,49 +228,67 @@ def cmd_calibrate(args) -> int:
     # Recompute ε at the calibrated value: it shows the guarantee holds (achieved ≤ target).
     params = {**fixed, args.target: np.where(met, value, 1.0)}
     achieved = np.where(met, _achieved(params, args.delta, orders, args.accountant), np.nan)
+    # RDP's conversion certifies no ε below a floor that depends on the setting; under it, a target is met
+    # only by ε = 0, the (0, δ) bound that holds once δ exceeds the total variation (Bretagnolle–Huber), at
+    # the same σ, q or T whatever the target: that value answers δ, not the target, so it is not reported.
+    zero_only = met & (achieved == 0) & (args.accountant == "rdp")
+    jump = value[zero_only][0] if zero_only.any() else None
+    met, achieved = met & ~zero_only, np.where(zero_only, np.nan, achieved)
 
     if args.json:
         rows = [{"target_epsilon": float(t), args.target: json_value(v) if m else None,
                  "achieved_epsilon": json_value(a), **fixed, "delta": args.delta, "accountant": args.accountant}
                 for t, v, a, m in zip(args.epsilon, value, achieved, met)]
         print(json.dumps(rows, indent=2))
-        return _report_unattainable(args, fixed, met, orders)
+        return _report_unattainable(args, fixed, met, orders, zero_only, jump)
     fmt_target = fmt_steps if args.target == "steps" else fmt
     rows = [
-        [fmt(t), fmt_target(v), fmt(a), "yes" if a <= t else "NO"] if m else [fmt(t), "unattainable", "-", "-"]
-        for t, v, a, m in zip(args.epsilon, value, achieved, met)
+        [fmt(t), fmt_target(v), fmt(a), "yes" if a <= t else "NO"] if m
+        else [fmt(t), "not certified" if z else "unattainable", "-", "-"]
+        for t, v, a, m, z in zip(args.epsilon, value, achieved, met, zero_only)
     ]
     given = ", ".join(f"{_SYMBOL[k]} = {fmt_steps(v) if k == 'steps' else f'{v:g}'}" for k, v in fixed.items())
     console = stdout_console()
     console.print(table(f"{_SYMBOL[args.target]} calibrated for {given}, δ = {args.delta:g} "
                         f"({args.accountant} accountant)",
                         ["target ε", _SYMBOL[args.target], "achieved ε", "≤ target"], rows, numeric=(0, 1, 2)))
-    return _report_unattainable(args, fixed, met, orders)
+    return _report_unattainable(args, fixed, met, orders, zero_only, jump)
 
 
 #: The end of each calibrated parameter's range where ε is smallest (the library's search brackets)
 _SAFEST = {"sigma": 1e4, "q": 1e-12, "steps": 1}
 
 
-def _report_unattainable(args, fixed: dict, met: np.ndarray, orders) -> int:
+def _report_unattainable(args, fixed: dict, met: np.ndarray, orders, zero_only: np.ndarray, jump) -> int:
     """Exit status 1, with one line on stderr, when a target cannot be met: which targets, the smallest ε
-    the accountant certifies (at the safest end of the parameter's range) and what to change."""
+    the accountant certifies (at the safest end of the parameter's range) and what to change; and the
+    targets RDP meets only by ε = 0 (``zero_only``, at the value ``jump``), naming the accountant that
+    certifies small ε."""
     if met.all():
         return 0
-    missed = np.asarray(args.epsilon)[~met]
-    safest = {**fixed, args.target: _SAFEST[args.target]}
-    floor = float(np.min(_achieved(safest, args.delta, orders, args.accountant)))
-    targets = f"target{'s' if missed.size > 1 else ''} ε = {', '.join(fmt(t) for t in missed)}"
-    hint = "raise σ or lower q" if args.target == "steps" else "raise the target or δ"
-    if args.accountant == "rdp" and args.target != "steps":
-        hint += ", or try --accountant pld (tighter)"
+    def named(targets) -> str:
+        return f"target{'s' if targets.size > 1 else ''} ε = {', '.join(fmt(t) for t in targets)}"
+
     symbol, end = _SYMBOL[args.target], _SAFEST[args.target]
-    if floor > missed.max():
-        reason = f"even {symbol} = {end:,g} gives ε = {fmt(floor)}"
-    else:
-        reason = f"no {symbol} in the calibration's search range meets it"
-    print(f"jaxpriv: error: {targets} unattainable with the {args.accountant} accountant: {reason}; {hint}",
-          file=sys.stderr)
+    parts = []
+    missed = np.asarray(args.epsilon)[~met & ~zero_only]
+    if missed.size:
+        safest = {**fixed, args.target: _SAFEST[args.target]}
+        floor = float(np.min(_achieved(safest, args.delta, orders, args.accountant)))
+        hint = "raise σ or lower q" if args.target == "steps" else "raise the target or δ"
+        if args.accountant == "rdp" and args.target != "steps":
+            hint += ", or try --accountant pld (tighter)"
+        if floor > missed.max():
+            reason = f"even {symbol} = {end:,g} gives ε = {fmt(floor)}"
+        else:
+            reason = f"no {symbol} in the calibration's search range meets it"
+        parts.append(f"{named(missed)} unattainable with the {args.accountant} accountant: {reason}; {hint}")
+    if zero_only.any():
+        shown = fmt_steps(jump) if args.target == "steps" else fmt(jump)
+        parts.append(f"{named(np.asarray(args.epsilon)[zero_only])} cannot be certified by the rdp accountant: "
+                     f"its conversion certifies no ε that small here, only ε = 0 (the (0, δ) bound) at {symbol} = "
+                     f"{shown} whatever the target; the pld accountant has no such floor (--accountant pld)")
+    print(f"jaxpriv: error: {'; and '.join(parts)}", file=sys.stderr)
     return 1
 
 
@@ -276,8 +302,15 @@ def _sweep_paths(args) -> dict:
 
 
 def _check_sweep(args) -> None:
-    """A heatmap needs a 2-D (q, σ) slice with q > 0 (log axis): fail before a long sweep, not after."""
-    if "plot" not in _sweep_paths(args):
+    """The files --out names by default are writable (--csv/--json/--plot given are checked with every
+    output path); a heatmap needs a 2-D (q, σ) slice with q > 0 (log axis): fail before a long sweep, not
+    after."""
+    paths = _sweep_paths(args)
+    if args.out and os.path.isdir(args.out):  # a directory --out would create is empty
+        for kind, path in paths.items():
+            if getattr(args, kind) is None:
+                check_output_file(f"--out's {kind}", path)
+    if "plot" not in paths:
         return
     if args.steps.size != 1 or args.delta.size != 1:
         raise ValueError("--plot needs a single --steps and a single --delta value")

@@ -143,18 +143,18 @@ BUDGETS_HELP = ("uniform:LO,HI | gauss:MEAN,SD[,clip=LO,HI] | levels:E@W,... (ea
 
 
 def check_arguments(args) -> None:
-    """The rules of the numeric arguments (:data:`RULES`), output paths, then the subcommand's own check
-    (``ValueError``)."""
+    """The rules of the numeric arguments (:data:`RULES`), output paths (and a figure's file type), then
+    the subcommand's own check (``ValueError``)."""
     for dest, rule in args.rules.items():
         if getattr(args, dest, None) is not None:
             rule.check(getattr(args, dest))
     _apply_schedule(args)  # --dataset-size/--batch-size/--epochs → q, steps
     for dest in args.output_dirs:
         if getattr(args, dest):
-            _check_output_dir(f"--{dest}", getattr(args, dest))
+            check_output_dir(f"--{dest}", getattr(args, dest))
     for dest in args.output_files:
         if getattr(args, dest):
-            _check_output_file(f"--{dest}", getattr(args, dest))
+            check_output_file(f"--{dest}", getattr(args, dest), figure=dest in args.output_figures)
     if args.check is not None:
         args.check(args)
 
@@ -195,33 +195,79 @@ def _apply_schedule(args) -> None:
         args.steps = np.array(steps, dtype=np.float64) if grid else steps[0]
 
 
-def _check_output_dir(option: str, path: str) -> None:
-    """``path`` is a directory we can write into, or one we can create."""
-    existing = os.path.abspath(path)
-    while not os.path.exists(existing):
-        existing = os.path.dirname(existing)
-    if not os.path.isdir(existing):
-        raise ValueError(f"{option} {path!r} cannot be created: {existing!r} is a file, not a directory")
-    if not os.access(existing, os.W_OK):
-        raise ValueError(f"{option} {path!r}: directory {existing!r} is not writable")
+#: The file types a figure may be written as: those matplotlib's Agg canvas writes (with Pillow, a
+#: dependency of matplotlib), less its raw pixel buffers (named here: matplotlib is imported on use)
+FIGURE_TYPES = (".png", ".pdf", ".svg", ".svgz", ".eps", ".ps", ".jpg", ".jpeg", ".tif", ".tiff", ".webp")
 
 
-def _check_output_file(option: str, path: str) -> None:
-    """``path`` is a file we can write: its directory exists and is writable, and it is not a directory."""
+def check_output_dir(option: str, path: str) -> None:
+    """``path`` is a directory we can write into, or one we can create in an existing, writable parent.
+    Nothing is created: a missing parent is an error (a mistyped path must not leave directories behind),
+    and writability is probed with a temporary file, deleted at once (``os.access`` says yes to root even
+    where writing fails, e.g. on a read-only file system or under /proc)."""
+    full = os.path.abspath(path)
+    if os.path.exists(full) and not os.path.isdir(full):
+        raise ValueError(f"{option} {path!r} is a file, not a directory")
+    parent = full if os.path.isdir(full) else os.path.dirname(full)
+    if not os.path.isdir(parent):
+        existing = parent
+        while not os.path.exists(existing):
+            existing = os.path.dirname(existing)
+        if not os.path.isdir(existing):
+            raise ValueError(f"{option} {path!r} cannot be created: {existing!r} is a file, not a directory")
+        raise ValueError(f"{option} {path!r} cannot be created: its parent directory {parent!r} does not exist")
+    _probe_directory(option, path, parent)
+
+
+def check_output_file(option: str, path: str, figure: bool = False) -> None:
+    """``path`` is a file we can write: its directory exists and is writable, and it is not a directory;
+    a ``figure`` also needs a file type matplotlib writes (:data:`FIGURE_TYPES`). Nothing is created."""
+    if figure and os.path.splitext(path)[1].lower() not in FIGURE_TYPES:
+        kind = os.path.splitext(path)[1] or "no extension"
+        raise ValueError(f"{option} {path!r}: a figure is written as {', '.join(FIGURE_TYPES)}, got {kind}")
     if os.path.isdir(path):
         raise ValueError(f"{option} {path!r} is a directory; give a file name")
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         what = "is a file, not a directory" if os.path.exists(directory) else "does not exist"
         raise ValueError(f"{option} {path!r}: {directory!r} {what}")
-    if not os.access(directory, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-        raise ValueError(f"{option} {path!r} is not writable")
+    if os.path.exists(path):
+        try:  # opened for writing without truncating it: the file is left as it is
+            os.close(os.open(path, os.O_WRONLY))
+        except OSError as err:
+            raise ValueError(f"{option} {path!r} is not writable ({err.strerror})") from None
+    else:
+        _probe_directory(option, path, directory)
+
+
+def _probe_directory(option: str, path: str, directory: str) -> None:
+    """``ValueError`` unless a file can be created in ``directory`` (a probe file, removed at once)."""
+    import tempfile
+
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".jaxpriv-write-check-", dir=directory)
+    except OSError as err:
+        raise ValueError(f"{option} {path!r} is not writable: cannot create files in {directory!r} "
+                         f"({err.strerror})") from None
+    os.close(handle)
+    os.unlink(probe)
+
+
+#: The distribution kinds of a budget specification (:mod:`jaxpriv.shuffle.budgets`); anything else is a file
+BUDGET_KINDS = ("uniform", "gauss", "levels", "scenario")
 
 
 def budget_values(spec: str, n: int | None) -> np.ndarray:
-    """The budgets of a ``--budgets`` spec (numpy only); a bad spec's message names the option."""
+    """The budgets of a ``--budgets`` spec or CSV file (numpy only); a bad spec's message names the option,
+    and a file that is not there says so."""
     from ..shuffle.budgets import budgets
 
+    if not os.path.isfile(spec) and spec.partition(":")[0] not in BUDGET_KINDS:
+        if os.path.isdir(spec):
+            raise ValueError(f"--budgets {spec!r} is a directory, not a CSV file of budgets")
+        if ":" not in spec or os.sep in spec or spec.lower().endswith(".csv"):  # meant as a file
+            raise ValueError(f"--budgets {spec!r}: file not found (nor is it a distribution: "
+                             f"{', '.join(k + ':...' for k in BUDGET_KINDS)})")
     if n is None and not os.path.isfile(spec):
         raise ValueError(f"--n (the number of users) is required with the distribution --budgets {spec!r}")
     try:
@@ -322,11 +368,13 @@ def add_schedule(parser, derives: tuple = ("q", "steps"), *, grid: bool = False)
     parser.set_defaults(schedule=derives, schedule_grid=grid)
 
 
-def defaults(parser, handler, *, dirs=(), files=(), check=None) -> None:
+def defaults(parser, handler, *, dirs=(), files=(), figures=(), check=None) -> None:
     """A subcommand's handler and what :func:`check_arguments` checks first: the rules of the options
-    added by :func:`add_number`, output ``dirs`` and ``files`` (argument names) and a ``check(args)``."""
+    added by :func:`add_number`, output ``dirs`` and ``files`` (argument names; ``figures``, those of
+    ``files`` that are figures, need an image file type) and a ``check(args)``."""
     rules = dict(vars(parser).get("_jaxpriv_rules", {}))
-    parser.set_defaults(handler=handler, rules=rules, output_dirs=dirs, output_files=files, check=check)
+    parser.set_defaults(handler=handler, rules=rules, output_dirs=dirs, output_files=files, output_figures=figures,
+                        check=check)
 
 
 def subparser(subparsers, name: str, summary: str, example: str, **kwargs) -> argparse.ArgumentParser:

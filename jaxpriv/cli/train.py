@@ -69,7 +69,7 @@ def add_train_parser(subparsers) -> None:
                        help="process 0's address (or set JAX_COORDINATOR_ADDRESS)")
     multi.add_argument("--num-processes", type=int, metavar="N", help="number of processes (or JAX_NUM_PROCESSES)")
     multi.add_argument("--process-id", type=int, metavar="I", help="this process, 0…N−1 (or JAX_PROCESS_ID)")
-    defaults(p, cmd_train, dirs=("checkpoint",), files=("json", "plot"), check=_check_train)
+    defaults(p, cmd_train, dirs=("checkpoint",), files=("json", "plot"), figures=("plot",), check=_check_train)
 
 
 def _record_budgets(spec: str, n: int, seed: int, cap: float | None) -> np.ndarray:

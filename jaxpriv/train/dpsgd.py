@@ -38,7 +38,7 @@ from .checkpoint import arrays_to_tree, leaves_to_arrays, load_checkpoint, run_f
 from .config import DPSGDConfig, check_config
 from .data import as_dataset
 from .evaluate import make_evaluator, padded_test_set
-from .models import CNN, MLP, cross_entropy_loss, mse_loss
+from .models import CNN, MLP, check_labels, cross_entropy_loss, mse_loss
 from .plan import GroupAccountant, PrivacyPlan, plan_privacy
 from .programs import Program, ProgramCache
 from .sampling import PoissonSampler, bucket_sizes
@@ -311,7 +311,8 @@ def train(
       data: a :class:`jaxpriv.train.data.Dataset` (``x_train, y_train, x_test, y_test``), or a tuple of numpy
         or JAX arrays ``(x, y)`` or ``(x, y, x_test, y_test)``: examples (N, ...) and integer labels (N,)
         (regression targets (N, ...) with ``loss="mse"``). Without a test set the evaluation (the history's
-        ``test_accuracy``/``test_loss``) is on the training arrays. Mismatched shapes raise ``ValueError``.
+        ``test_accuracy``/``test_loss``) is on the training arrays. Mismatched shapes raise ``ValueError``,
+        and so do labels outside [0, C), C the model's number of outputs, with the built-in cross-entropy.
       config: :class:`DPSGDConfig`.
       loss_fn: ``loss_fn(model, inputs, labels, key) → (B,)`` per-example losses (default
         :func:`cross_entropy_loss`, or :func:`mse_loss` with ``config.loss == "mse"``).
@@ -358,6 +359,8 @@ def train(
         raise ValueError(f"optimizer must be an optax.GradientTransformation, got {type(optimizer).__name__}")
     if loss_fn is None:
         loss_fn = mse_loss if config.loss == "mse" else cross_entropy_loss
+        if config.loss != "mse":  # the built-in classifier loss: labels in [0, the model's classes)
+            check_labels(model, data.x_train, y=data.y_train, y_test=data.y_test)
     fingerprint = run_fingerprint(config, data)
     saved = load_checkpoint(checkpoint_dir) if checkpoint_dir else None
     if saved is not None and saved[0]["fingerprint"] != fingerprint:

@@ -8,6 +8,7 @@ per-example norms, clipping factors, clipped sums and noise in float32 (:mod:`ja
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -15,7 +16,8 @@ from flax import nnx
 
 from .._checks import check_scalar
 
-__all__ = ["cross_entropy_loss", "mse_loss", "squared_errors", "MLP", "CNN", "Transformer", "TransformerBlock"]
+__all__ = ["cross_entropy_loss", "check_labels", "mse_loss", "squared_errors", "MLP", "CNN", "Transformer",
+           "TransformerBlock"]
 
 
 def _size(name: str, value, lo: int = 1) -> int:
@@ -51,6 +53,38 @@ def cross_entropy_loss(model, inputs, labels, key=None):
     logits = model(inputs)  # a bfloat16 model's logits: the loss in float32
     return optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.promote_types(logits.dtype, jnp.float32)),
                                                            labels)
+
+
+def check_labels(model, x, **labels) -> None:
+    """Class labels against the classifier that :func:`cross_entropy_loss` trains: each array of
+    ``labels`` (by name, e.g. ``y=…, y_test=…``) must lie in [0, C), C the number of logits ``model`` gives
+    for one example of ``x`` (found by shape inference: nothing is compiled or run). ValueError naming the
+    labels and the range otherwise (a label ≥ C would train silently on a clipped or garbage target).
+    Models whose output is not (batch, C) are not checked.
+
+    Example:
+      >>> import numpy as np
+      >>> from flax import nnx
+      >>> check_labels(nnx.Linear(4, 3, rngs=nnx.Rngs(0)), np.zeros((2, 4), np.float32), y=np.array([5, 7]))
+      Traceback (most recent call last):
+      ...
+      ValueError: labels y must be class indices in [0, 3) for a model with 3 outputs (logits), got 7
+    """
+    x = np.asarray(x)
+    graphdef, state = nnx.split(model)
+    try:
+        logits = jax.eval_shape(lambda s, xb: nnx.merge(graphdef, s)(xb), state,
+                                jax.ShapeDtypeStruct((1, *x.shape[1:]), x.dtype))
+    except Exception:  # noqa: BLE001  a model that fails on this input fails in the step, with its own error
+        return
+    if not hasattr(logits, "shape") or len(logits.shape) != 2:
+        return
+    classes = int(logits.shape[-1])
+    for name, y in labels.items():
+        y = np.asarray(y)
+        if y.size and int(y.max()) >= classes:
+            raise ValueError(f"labels {name} must be class indices in [0, {classes}) for a model with {classes} "
+                             f"outputs (logits), got {int(y.max())}")
 
 
 def squared_errors(outputs, targets):

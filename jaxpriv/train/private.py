@@ -191,7 +191,8 @@ def make_private(
       model: a Flax NNX model (no ``nnx.BatchNorm``: gradients must be per example); updated in place.
       optimizer: any Optax transformation; the noise is chained in front of it.
       x: training examples, a numpy or JAX array (N, ...), N ≥ 1.
-      y: labels (N,) (integer classes for ``"cross_entropy"``), regression targets (N, ...) for ``"mse"``.
+      y: labels (N,) (integer classes in [0, C) for ``"cross_entropy"``, C the model's number of outputs:
+        checked, :func:`~jaxpriv.train.models.check_labels`), regression targets (N, ...) for ``"mse"``.
       batch_size: expected batch size B in (0, N] (Poisson sampling: the realised size varies).
       epochs: number of epochs E > 0 (fractional allowed); sets the planned steps T.
       delta: δ in (0, 1) of the (ε, δ) guarantee (take δ < 1/N).
@@ -239,6 +240,10 @@ def make_private(
     if sampling not in SAMPLINGS:
         raise ValueError(f"sampling must be one of {SAMPLINGS}, got {sampling!r}")
     x, y = _arrays(x, y, loss)
+    if loss == "cross_entropy":
+        from .models import check_labels
+
+        check_labels(model, x, y=y)  # labels in [0, the model's classes)
     q, total = sampling_and_steps(int(x.shape[0]), batch_size, epochs)
     per_epoch = None
     if sampling == "balls_in_bins":

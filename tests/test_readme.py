@@ -1,0 +1,124 @@
+"""The README's front door runs: every ```python block of README.md, in order, in one namespace, and every
+number a block quotes in a comment after an expression (``expr  # 5.632 (RDP)``, ``# (5.181, 5.194): …``,
+``# σ = 1.565 …``; for ``print(…)`` the numbers printed) equals the value computed, to the digits quoted.
+Editing a quoted number, or a change of the library that moves one, fails here (issue 34).
+
+The blocks are run once per session (a module fixture); the checks then compare the recorded values.
+"""
+
+import ast
+import contextlib
+import io
+import io as _io
+import pathlib
+import re
+import tokenize
+
+import numpy as np
+import pytest
+
+README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
+NUMBER = r"-?\d[\d_]*(?:\.\d+)?(?:e-?\d+)?"
+#: a quote opens the comment: a number, a parenthesised tuple of numbers, or "σ = number"
+QUOTE = re.compile(rf"\s*(?:σ = )?(\(\s*{NUMBER}(?:\s*,\s*{NUMBER})*\s*\)|{NUMBER}(?![\w(]))")
+
+
+def python_blocks(text: str) -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```", text, flags=re.M | re.S)
+
+
+def quoted_numbers(comment: str) -> list[str]:
+    """The numbers a comment opens with (as written), or [] when it does not quote a value."""
+    match = QUOTE.match(comment)
+    return re.findall(NUMBER, match.group(1)) if match else []
+
+
+def matches(value: float, quoted: str) -> bool:
+    """``value`` rounds to ``quoted``: within half a unit of its last digit."""
+    mantissa = quoted.split("e")[0]
+    decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+    exponent = int(quoted.split("e")[1]) if "e" in quoted else 0
+    tolerance = 0.5 * 10.0 ** (exponent - decimals)
+    return abs(value - float(quoted.replace("_", ""))) <= tolerance * (1 + 1e-9)
+
+
+def numbers_of(value) -> list[float]:
+    if isinstance(value, (tuple, list)):
+        return [x for item in value for x in numbers_of(item)]
+    if isinstance(value, str):
+        return [float(x) for x in re.findall(NUMBER, value)]
+    return np.asarray(value, dtype=np.float64).ravel().tolist()
+
+
+def comments_by_line(source: str) -> dict[int, str]:
+    tokens = tokenize.generate_tokens(_io.StringIO(source).readline)
+    return {tok.start[0]: tok.string.lstrip("#").strip() for tok in tokens if tok.type == tokenize.COMMENT}
+
+
+def run_blocks(blocks: list[str]) -> list[dict]:
+    """Execute the blocks in one namespace, statement by statement; return every quoted value checked:
+    {block, line, source, quoted, computed}."""
+    namespace: dict = {"__name__": "readme"}
+    quotes = []
+    for b, source in enumerate(blocks):
+        comments = comments_by_line(source)
+        for stmt in ast.parse(source).body:
+            comment = comments.get(stmt.end_lineno, "")
+            quoted = quoted_numbers(comment) if isinstance(stmt, ast.Expr) else []
+            if not quoted:
+                exec(compile(ast.Module([stmt], []), f"README block {b + 1}", "exec"), namespace)
+                continue
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                value = eval(compile(ast.Expression(stmt.value), f"README block {b + 1}", "eval"), namespace)
+            if value is None:  # print(...): the numbers printed
+                value = printed.getvalue()
+            quotes.append({"block": b + 1, "line": stmt.end_lineno, "source": ast.get_source_segment(source, stmt),
+                           "quoted": quoted, "computed": numbers_of(value)})
+    return quotes
+
+
+@pytest.fixture(scope="module")
+def quotes():
+    blocks = python_blocks(README.read_text(encoding="utf-8"))
+    assert len(blocks) >= 6, "the README's python blocks were not found"
+    return run_blocks(blocks)
+
+
+def test_every_block_runs_and_quotes_numbers(quotes):
+    # the parser finds the quotes (an empty list would pass every check below)
+    assert len(quotes) >= 14, [q["source"] for q in quotes]
+
+
+def test_every_quoted_number_is_the_computed_one(quotes):
+    wrong = [f"block {q['block']} line {q['line']}: {q['source']!r} quotes {q['quoted']}, computes "
+             f"{q['computed'][:len(q['quoted'])]}"
+             for q in quotes
+             if len(q["computed"]) < len(q["quoted"])
+             or not all(matches(c, s) for c, s in zip(q["computed"], q["quoted"]))]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_an_edited_quote_fails(quotes):
+    """Each quoted number, its last digit changed by one, no longer matches what the block computes."""
+    for q in quotes:
+        for computed, quoted in zip(q["computed"], q["quoted"]):
+            mantissa, _, exponent = quoted.partition("e")
+            last = int(mantissa[-1])
+            edited = mantissa[:-1] + str(last + 1 if last < 9 else last - 1) + (f"e{exponent}" if exponent else "")
+            assert not matches(computed, edited), (q["source"], quoted, edited)
+
+
+@pytest.mark.parametrize("comment, quoted", [
+    ("5.63199 (dp_accounting: 5.63201)", ["5.63199"]),
+    ("(5.181, 5.194): certified [lower, upper] by PLD", ["5.181", "5.194"]),
+    ("σ = 1.565 (RDP needs 1.662)", ["1.565"]),
+    ("4.125803, and ε(σ) ≤ 1", ["4.125803"]),
+    ("1.0 and a certified lower bound below it", ["1.0"]),
+    ("(0.004267, 14063)", ["0.004267", "14063"]),
+    ("= Gaussian(1.1)'s", []),
+    ("exact curve, shape (K,)", []),
+    ("calibrated σ, ε spent so far (≤ 3)", []),
+])
+def test_quoted_numbers_parser(comment, quoted):
+    assert quoted_numbers(comment) == quoted
