@@ -29,7 +29,7 @@ collect_ignore = ["jaxpriv/accountant.py", "jaxpriv/mechanisms/harmonizer.py"]
 
 #: Test modules that take a minute or more from a cold cache, slowest first (measured with ``--durations=0``;
 #: most of their time is XLA compilation). Every other module keeps its collection order after these.
-HEAVY_FIRST = ("test_accounting_pld.py", "test_cli.py", "test_readme.py", "test_shuffle_rounds.py",
+HEAVY_FIRST = ("test_accounting_pld.py", "test_cli.py", "test_readme.py", "test_allocation.py", "test_shuffle_rounds.py",
                "test_traced_safety.py",
                "test_notebooks.py", "test_distributed.py", "test_federated_rpdp.py", "test_accountant.py",
                "test_calibrate_events.py", "test_rdp.py", "test_federated_udpfl.py",
