@@ -61,6 +61,8 @@ INTERVAL_TOLERANCE = 0.01
 _TAIL = 1e-20
 #: rounds of refinement when a tolerance is asked
 _ROUNDS = 3
+#: a row whose width a finer grid narrowed by less than this factor's complement is not refined again
+_STALLED = 0.8
 #: δ below which an interval's width is the FFT's absolute rounding allowance (not refined)
 _DELTA_FLOOR = 1e-10
 _LAMBDAS = pld_grid.LAMBDAS
@@ -101,13 +103,16 @@ def interval(event, value, *, query: str, discretization=None, tolerance=None, c
     upper, low, h = _interval_at(event, value, fixed, query, chunk_size, progress)
     if tolerance is None or discretization is not None:
         return upper, low
+    before = np.full(B, np.inf)
     for _ in range(_ROUNDS):
         width = _width(upper, low)
-        # a δ below ~1e-10 is as wide as the FFT's absolute rounding allowance, which no grid narrows
-        helps = upper > _DELTA_FLOOR if query == "delta" else True
+        # a δ below ~1e-10 is as wide as the FFT's absolute rounding allowance, which no grid narrows; and a
+        # width the last finer grid barely narrowed is the steps' own (e.g. a table step's bounding laws)
+        helps = (upper > _DELTA_FLOOR if query == "delta" else True) & (width < _STALLED * before)
         redo = np.nonzero((width > tolerance) & helps)[0]
         if redo.size == 0:
             break
+        before = width
         factor = np.clip(np.sqrt(width[redo] / (0.6 * tolerance)), 1.5, 16.0)
         sub = ev.map_numbers(event, lambda _, x: np.asarray(x)[redo] if np.ndim(x) else x)
         up, lo, hh = _interval_at(sub, value[redo], h[redo] / factor, query, chunk_size, progress)
