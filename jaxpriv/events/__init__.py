@@ -22,11 +22,14 @@ event                                  what was released
 ``Composed(events)``                   the events in sequence
 ``Shuffled(epsilon0, n, clones)``      n shuffled ε₀-LDP reports (MATH §3.1); personalized budgets via
                                        ``Shuffled(local_epsilons, model=...)``
+``AmplifiedBandMF(σ, q, n, b)``        n steps of b-banded matrix-factorization noise (``noise_multiplier``
+                                       σ, ``sampling_rate`` q, ``steps`` n, ``bands`` b) with cyclic Poisson
+                                       sampling over b partitions (MATH §12.2): ⌈n/b⌉ subsampled Gaussians
 =====================================  ===============================================================
 
 Modules: :mod:`.base` (the declaration every type makes, the generic walks), :mod:`.noise` (the noise
-mechanisms), :mod:`.sampling`, :mod:`.composition`, :mod:`.shuffled`, and :mod:`.laws` (the loss-law
-kernels the PLD declarations use).
+mechanisms), :mod:`.sampling`, :mod:`.composition`, :mod:`.shuffled`, :mod:`.correlated` (correlated noise), and :mod:`.laws` (the
+loss-law kernels the PLD declarations use).
 
 dp_accounting's DpEvents convert both ways (:func:`from_dp_accounting`, :func:`to_dp_accounting`); that
 package stays optional.
@@ -43,6 +46,7 @@ from __future__ import annotations
 from .base import (Event, Parameter, batch_shape, broadcast_numbers, children, event_type, event_types,
                    from_dp_accounting, leaves, map_numbers, to_dp_accounting, unsupported, validate, walk)
 from .composition import Composed, SelfComposed
+from .correlated import AmplifiedBandMF
 from .noise import (NOISE_MECHANISMS, Gaussian, Laplace, NoiseFamily, RandomizedResponse, Staircase,
                     noise_family, noise_mechanism, sensitivity_norm)
 from .sampling import ClientSampled, PoissonSampled
@@ -58,6 +62,7 @@ __all__ = [
     "SelfComposed",
     "Composed",
     "Shuffled",
+    "AmplifiedBandMF",
     "Event",
     "Parameter",
     "event_type",
