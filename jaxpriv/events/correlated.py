@@ -74,7 +74,8 @@ class AmplifiedBandMF(Event):
     def participations(self):
         """⌈n/b⌉: the most steps one record takes part in (cyclic sampling over b partitions), float64."""
         steps, bands = np.asarray(self.steps, np.float64), np.asarray(self.bands, np.float64)
-        return np.ceil(steps / bands)
+        count = np.ceil(steps / bands)  # exact: n/b is correctly rounded, and ≥ 1/b from any other integer
+        return count if count.ndim else float(count)
 
     def dominating(self) -> SelfComposed:
         """The event this one is interpreted as: SelfComposed(PoissonSampled(q, Gaussian(σ)), ⌈n/b⌉)."""
