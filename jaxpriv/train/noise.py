@@ -378,8 +378,9 @@ def gaussian_noise(stddev, *, seed, normalize_by=1.0) -> optax.GradientTransform
 
 class BandedNoiseState(NamedTuple):
     """State of :func:`banded_noise_transform`: the PRNG key of the next step, the step t, and the ring
-    buffer of the last b correlated noise vectors (a pytree like the updates, each leaf with a leading
-    axis of length b; slot t mod b holds step t's): b × the model's size, in at least float32."""
+    buffer of the last b − 1 correlated noise vectors (a pytree like the updates, each leaf with a leading
+    axis of length b − 1; slot t mod (b − 1) holds step t's): (b − 1) × the model's size, in at least
+    float32 (nothing for b = 1)."""
 
     key: jax.Array
     step: jax.Array
@@ -410,8 +411,9 @@ def banded_noise_transform(event, strategy, *, seed, sensitivity=1.0, normalize_
 
     For a b-banded lower-triangular C row t of C x = z reads
     x_t = (z_t − Σ_{j=1}^{b−1} C[t, t − j] x_{t−j}) / C[t, t], so x is computed online from a ring buffer
-    of the last b noise vectors (:class:`BandedNoiseState`): **memory b × the model's size** (float32 or
-    wider), on top of DP-SGD's. The law of the sequence x_0, …, x_{n−1} (one coordinate) is
+    of the last b − 1 noise vectors (:class:`BandedNoiseState`): **memory (b − 1) × the model's size**
+    (float32 or wider) on top of DP-SGD's, b vectors with the one being drawn (x_t overwrites x_{t−b+1},
+    read for the last time at step t). The law of the sequence x_0, …, x_{n−1} (one coordinate) is
     N(0, (σΔ)² (CᵀC)⁻¹). z is drawn exactly as :func:`noise_transform` draws DP-SGD's noise: the state
     key is split once per step into the next key and one key per leaf, and each leaf's z is
     ``event.sample_noise(key, σΔ, …)``; so with the identity (``bands=1``) the noise is DP-SGD's, bit for
@@ -440,8 +442,8 @@ def banded_noise_transform(event, strategy, *, seed, sensitivity=1.0, normalize_
       >>> C = mf.banded_strategy(4, bands=2, cache=False)
       >>> tx = noise.banded_noise_transform(events.Gaussian(1.0), C, seed=0, normalize_by=2.0)
       >>> state = tx.init({"w": jnp.zeros(3)})
-      >>> state.buffer["w"].shape                      # b × the model's size
-      (2, 3)
+      >>> state.buffer["w"].shape                      # (b − 1) × the model's size
+      (1, 3)
       >>> out, state = tx.update({"w": jnp.ones(3)}, state)
       >>> out["w"].shape, int(state.step)
       ((3,), 1)
@@ -456,7 +458,7 @@ def banded_noise_transform(event, strategy, *, seed, sensitivity=1.0, normalize_
     def init_fn(params):
         def slots(p):
             p = jnp.asarray(p)
-            return jnp.zeros((bands,) + p.shape, jnp.promote_types(p.dtype, jnp.float32))
+            return jnp.zeros((bands - 1,) + p.shape, jnp.promote_types(p.dtype, jnp.float32))
 
         return BandedNoiseState(key=key0, step=jnp.zeros((), jnp.int32), buffer=jax.tree_util.tree_map(slots, params))
 
@@ -467,7 +469,11 @@ def banded_noise_transform(event, strategy, *, seed, sensitivity=1.0, normalize_
         keys = jax.random.split(state.key, len(leaves) + 1)  # DP-SGD's one split per step
         t = state.step
         coef = jnp.asarray(table)[jnp.minimum(t, n - 1)]  # (b,): C[t, t], C[t, t−1], …
-        past = (t - jnp.arange(1, bands)) % bands  # slots of x_{t−1}, …, x_{t−b+1} (zeros before step 0)
+        # the weight of each buffer slot: slot (t − j) mod (b − 1) holds x_{t−j} (zeros before step 0) and
+        # gets C[t, t − j], j = 1 … b − 1 (distinct slots). A weighted sum over the slots in place, not a
+        # gather of the buffer in lag order (one copy of the buffer less).
+        ring = max(bands - 1, 1)
+        weights = jnp.zeros((ring,), coef.dtype).at[(t - jnp.arange(1, bands)) % ring].set(coef[1:])
         denominator = jnp.asarray(noise.denominator)
         ok = (t < n) if noise.valid is True else (t < n) & noise.valid
         denominator = jnp.where(ok, denominator, jnp.nan)
@@ -476,9 +482,10 @@ def banded_noise_transform(event, strategy, *, seed, sensitivity=1.0, normalize_
             x = jnp.asarray(x)
             dtype = buffer.dtype
             z = noise.draw(key, x.shape, dtype) if noise.draw is not None else jnp.zeros(x.shape, dtype)
-            c = coef.astype(dtype)
-            correlated = (z - jnp.tensordot(c[1:], buffer[past], axes=1)) / c[0]
-            kept.append(buffer.at[t % bands].set(correlated))
+            if bands > 1:
+                z = z - jnp.tensordot(weights.astype(dtype), buffer, axes=1)
+            correlated = z / coef[0].astype(dtype)  # b = 1: z / C[t, t] alone, so C = I is DP-SGD's noise exactly
+            kept.append(buffer.at[t % ring].set(correlated) if bands > 1 else buffer)
             out.append(((x.astype(dtype) + correlated) / denominator.astype(dtype)).astype(x.dtype))
         state = BandedNoiseState(key=keys[0], step=t + 1, buffer=jax.tree_util.tree_unflatten(treedef, kept))
         return jax.tree_util.tree_unflatten(treedef, out), state
