@@ -111,7 +111,7 @@ def expected_error(C) -> float:
 
     The expected total squared error of the n released prefix sums of the matrix mechanism with strategy
     C and unit noise multiplier, at sensitivity max_j ‖C[:, j]‖ (one participation in every b steps; b =
-    1: DP-SGD). A C⁻¹ is computed by a triangular solve in float64 (numpy/scipy-free: ``jax.scipy``).
+    1: DP-SGD). A C⁻¹ is computed by a triangular solve in float64 (``jax.scipy.linalg.solve_triangular``).
 
     Args:
       C: an n×n lower-triangular matrix with a nonzero diagonal.
