@@ -361,3 +361,37 @@ def test_a_bandmf_run_one_band_is_dp_sgd_and_more_bands_keep_the_budget():
         np.testing.assert_array_equal(a, b)
     event = events.AmplifiedBandMF(result.plan.noise_parameter[0], result.plan.rate[0], result.steps, 3)
     assert result.epsilon == pytest.approx(float(accounting.epsilon(event, 1e-5, accountant="rdp")), rel=1e-9)
+
+
+def test_a_bandmf_run_resumes_from_its_checkpoint_exactly(tmp_path):
+    """The noise buffer and step counter are optimizer state: a run stopped after epoch 1 and resumed ends
+    with the uninterrupted run's model, bit for bit."""
+    import optax
+    from flax import nnx
+
+    from jaxpriv.train import data, dpsgd
+
+    d = data.load("breast_cancer", seed=0)
+    config = dpsgd.DPSGDConfig(epochs=2, batch_size=32, epsilon=3.0, mechanism="bandmf", bands=3)
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_first(record):
+        if record.epoch == 1:
+            raise Stop
+
+    def fresh():
+        return dpsgd.MLP(30, (8,), 2, rngs=nnx.Rngs(0))
+
+    whole = fresh()
+    dpsgd.train(whole, optax.sgd(0.5), d, config, progress=False)
+    resumed = fresh()
+    with pytest.raises(Stop):
+        dpsgd.train(resumed, optax.sgd(0.5), d, config, progress=False, checkpoint_dir=str(tmp_path),
+                    callback=stop_after_first)
+    resumed = fresh()
+    result = dpsgd.train(resumed, optax.sgd(0.5), d, config, progress=False, checkpoint_dir=str(tmp_path))
+    assert result.steps == 28 and result.stopped == "completed"
+    for a, b in zip(*(jax.tree_util.tree_leaves(nnx.state(m, nnx.Param)) for m in (whole, resumed))):
+        np.testing.assert_array_equal(a, b)
