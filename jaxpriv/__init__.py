@@ -20,7 +20,7 @@ from ._lazy import lazy_attributes
 # JAX import.
 __getattr__, __dir__ = lazy_attributes(__name__, {
     **{name: name for name in ("events", "accounting", "rdp", "fdp", "calibrate", "shuffle",
-                               "mechanisms", "budgets", "schedule", "distributed", "audit")},
+                               "mechanisms", "budgets", "schedule", "distributed", "audit", "mf")},
     "Accountant": "accounting.ledger",
     "dpsgd_epsilon": "accounting.dpsgd",
     "sampling_and_steps": "schedule",
@@ -30,5 +30,5 @@ __getattr__, __dir__ = lazy_attributes(__name__, {
 
 __version__ = "0.1.0"
 __all__ = ["events", "accounting", "rdp", "fdp", "calibrate", "shuffle", "mechanisms", "budgets",
-           "schedule", "distributed", "audit", "Accountant", "dpsgd_epsilon", "sampling_and_steps",
+           "schedule", "distributed", "audit", "mf", "Accountant", "dpsgd_epsilon", "sampling_and_steps",
            "math_reference", "math_sections", "__version__"]

@@ -43,6 +43,8 @@ LAYERS = [
     ("curves", ["jaxpriv.rdp", "jaxpriv.rdp.*", "jaxpriv.fdp"]),
     # the noise mechanisms (samplers, densities, their own curves), shared by every caller
     ("mechanisms", ["jaxpriv.mechanisms", "jaxpriv.mechanisms.*"]),
+    # correlated-noise strategies (matrix factorizations: jax/numpy math, no events, no accountants)
+    ("strategies", ["jaxpriv.mf", "jaxpriv.mf.*"]),
     # shuffling's amplification kernels: closed-form bounds, clones, Poisson-binomial, the lattice, estimators
     ("shuffle kernels", ["jaxpriv.shuffle", "jaxpriv.shuffle.*"]),
     # the event types, each declared once: ranges, RDP curve, PLD law, dp_accounting mapping

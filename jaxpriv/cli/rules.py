@@ -121,6 +121,7 @@ RULES: dict[str, Rule] = {
     "lr": Rule("lr", "SGD learning rate", 0.0, lo_open=True),
     "momentum": Rule("momentum", "SGD momentum", 0.0, 1.0, hi_open=True),
     "hidden": Rule("hidden", "MLP hidden width", 1.0, integer=True),
+    "bands": Rule("bands", "bands b of the BandMF strategy (partitions sampled in turn)", 1.0, integer=True),
     "seed": Rule("seed", "seed of the model, sampler and noise", **_SEED),
     "split_seed": Rule("split_seed", "seed of the train/test split", **_SEED),
     "test_fraction": Rule("test_fraction", "held-out fraction", 0.0, 1.0, lo_open=True, hi_open=True),

@@ -37,12 +37,14 @@ def add_train_parser(subparsers) -> None:
                         "clip norms and noise multipliers, shared rate) (default: %(default)s)")
     add_number(p, "noise_multiplier", metavar="SIGMA",
                extra="without --epsilon/--budgets ε is only reported; with them, rates are calibrated instead of σ")
-    from ..train.config import MECHANISMS  # numpy only, as the argument checks must be
+    from ..train.config import TRAIN_MECHANISMS  # numpy only, as the argument checks must be
 
-    p.add_argument("--mechanism", choices=MECHANISMS, default="gaussian",
+    p.add_argument("--mechanism", "--noise", dest="mechanism", choices=TRAIN_MECHANISMS, default="gaussian",
                    help="noise: 'gaussian' (L2 clipping) or 'laplace' (L1 clipping, per-coordinate Laplace; "
-                        "--noise-multiplier is then the Laplace scale per unit L1 sensitivity; no --budgets) "
-                        "(default: %(default)s)")
+                        "--noise-multiplier is then the Laplace scale per unit L1 sensitivity; no --budgets), "
+                        "'staircase', or 'bandmf' (Gaussian noise correlated by a --bands banded matrix "
+                        "factorization, partitions sampled in turn; MATH §12) (default: %(default)s)")
+    add_number(p, "bands", default=1, extra="with --noise bandmf; batch size × bands ≤ the training set's size")
     add_number(p, "epochs", RULES["epochs"].narrow("the trainer runs whole epochs", lo=1.0, lo_open=False,
                                                    integer=True), default=20)
     add_number(p, "batch_size", default=128.0, extra="at most the training set's size")
@@ -100,6 +102,7 @@ def _check_train(args) -> None:
         epochs=args.epochs, batch_size=args.batch_size, clip_norm=args.clip, delta=args.delta,
         epsilon=None if budgets is not None else args.epsilon, noise_multiplier=args.noise_multiplier,
         budgets=budgets, personalization=args.personalization, seed=args.seed, mechanism=args.mechanism,
+        bands=args.bands,
     )
     check_config(config, d.n_train)
     args.data, args.config = d, config
@@ -115,7 +118,7 @@ def _noise_line(mechanism: str, mode: str, group: dict, epsilon: float | None) -
     them was calibrated to the target ε (the plan's ``mode``, e.g. "σ for ε" or "q for ε")."""
     from ..events import noise_family
 
-    name = noise_family(mechanism).description
+    name = noise_family("gaussian" if mechanism == "bandmf" else mechanism).description
     target = f"calibrated to ε = {epsilon:g}" if epsilon is not None else ""
     scale_how, rate_how = (target, "") if mode.endswith("for ε") and not mode.startswith("q") else ("given", "")
     if mode == "q for ε":

@@ -27,11 +27,14 @@ event                                  what was released
 ``Composed(events)``                   the events in sequence
 ``Shuffled(epsilon0, n, clones)``      n shuffled ε₀-LDP reports (MATH §3.1); personalized budgets via
                                        ``Shuffled(local_epsilons, model=...)``
+``AmplifiedBandMF(σ, q, n, b)``        n steps of b-banded matrix-factorization noise (``noise_multiplier``
+                                       σ, ``sampling_rate`` q, ``steps`` n, ``bands`` b) with cyclic Poisson
+                                       sampling over b partitions (MATH §12.2): ⌈n/b⌉ subsampled Gaussians
 =====================================  ===============================================================
 
 Modules: :mod:`.base` (the declaration every type makes, the generic walks), :mod:`.noise` (the noise
-mechanisms), :mod:`.sampling`, :mod:`.allocation`, :mod:`.bounded_batches`, :mod:`.composition`, :mod:`.shuffled`, and :mod:`.laws` (the loss-law
-kernels the PLD declarations use).
+mechanisms), :mod:`.sampling`, :mod:`.allocation`, :mod:`.bounded_batches`, :mod:`.composition`, :mod:`.shuffled`,
+:mod:`.correlated` (correlated noise), and :mod:`.laws` (the loss-law kernels the PLD declarations use).
 
 dp_accounting's DpEvents convert both ways (:func:`from_dp_accounting`, :func:`to_dp_accounting`); that
 package stays optional.
@@ -50,6 +53,7 @@ from .base import (Event, Parameter, batch_shape, broadcast_numbers, children, e
 from .allocation import RandomAllocation
 from .bounded_batches import SampledWithoutReplacement, TruncatedPoissonSampled
 from .composition import Composed, SelfComposed
+from .correlated import AmplifiedBandMF
 from .noise import (NOISE_MECHANISMS, Gaussian, Laplace, NoiseFamily, RandomizedResponse, Staircase,
                     noise_family, noise_mechanism, sensitivity_norm)
 from .sampling import ClientSampled, PoissonSampled
@@ -68,6 +72,7 @@ __all__ = [
     "SelfComposed",
     "Composed",
     "Shuffled",
+    "AmplifiedBandMF",
     "Event",
     "Parameter",
     "event_type",

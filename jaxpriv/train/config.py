@@ -10,13 +10,16 @@ import numpy as np
 
 from .._checks import check_values
 
-__all__ = ["DPSGDConfig", "check_config", "MECHANISMS", "PERSONALIZATION", "LOSSES"]
+__all__ = ["DPSGDConfig", "check_config", "MECHANISMS", "TRAIN_MECHANISMS", "PERSONALIZATION", "LOSSES"]
 
 PERSONALIZATION = ("sample", "scale")
 #: Noise mechanisms of :class:`DPSGDConfig` (see :mod:`jaxpriv.train.plan` for how each is accounted): the
 #: names of :data:`jaxpriv.events.NOISE_MECHANISMS`, spelled out here so that this module needs no JAX
 #: (the command line checks its arguments before importing it).
 MECHANISMS = ("gaussian", "laplace", "staircase")
+#: What :class:`DPSGDConfig` ``mechanism`` accepts: the noise mechanisms, and ``"bandmf"`` — Gaussian noise
+#: correlated across steps by a b-banded matrix factorization, with cyclic Poisson sampling (MATH §12).
+TRAIN_MECHANISMS = MECHANISMS + ("bandmf",)
 #: Built-in training losses of :class:`DPSGDConfig` (``loss``): softmax cross-entropy on integer class labels,
 #: or the mean squared error of a regression (:func:`jaxpriv.train.dpsgd.mse_loss`).
 LOSSES = ("cross_entropy", "mse")
@@ -49,6 +52,11 @@ class DPSGDConfig:
         and cross-entropy) or ``"mse"`` (regression: per-example mean squared error over the outputs,
         evaluated by the test MSE; the reported accuracy is NaN). A ``loss_fn`` given to
         :func:`~jaxpriv.train.dpsgd.train` replaces the training loss, not the evaluation.
+      bands: with ``mechanism="bandmf"``, the number of bands b of the strategy (MATH §12): the noise is
+        C⁻¹z for the optimised b-banded C of the run's T steps (:func:`jaxpriv.mf.banded_strategy`), the
+        records are split into b partitions sampled in turn (each at rate b·B/N in its steps, so
+        ``batch_size`` × b ≤ N), and the run is accounted as ⌈T/b⌉ subsampled Gaussians
+        (:class:`jaxpriv.events.AmplifiedBandMF`). 1 for every other mechanism.
     """
 
     epochs: int = 30
@@ -65,11 +73,14 @@ class DPSGDConfig:
     eval_batch_size: int = 512
     mechanism: str = "gaussian"
     loss: str = "cross_entropy"
+    bands: int = 1
 
     def to_json(self) -> dict:
         """The scalar fields as JSON values; the budgets as their count and SHA-256 (they can be long)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "budgets"}
         out["orders"] = None if self.orders is None else [float(a) for a in self.orders]
+        if self.bands == 1:  # not BandMF: the fields of a run written before ``bands`` existed (same fingerprint)
+            del out["bands"]
         if self.budgets is not None:
             b = np.ascontiguousarray(self.budgets, dtype=np.float64)
             out["budgets"] = {"n": int(b.size), "sha256": hashlib.sha256(b.tobytes()).hexdigest()}
@@ -102,8 +113,15 @@ def check_config(config: DPSGDConfig, n: int) -> None:
         check_values("epsilon", config.epsilon, 0.0, np.inf, lo_open=True)
     if config.noise_multiplier is not None:
         check_values("noise_multiplier", config.noise_multiplier, 0.0, np.inf, lo_open=True)
-    if config.mechanism not in MECHANISMS:
-        raise ValueError(f"mechanism must be one of {MECHANISMS}, got {config.mechanism!r}")
+    if config.mechanism not in TRAIN_MECHANISMS:
+        raise ValueError(f"mechanism must be one of {TRAIN_MECHANISMS}, got {config.mechanism!r}")
+    check_values("bands", config.bands, 1.0, np.inf, integer=True)
+    if config.mechanism != "bandmf" and config.bands != 1:
+        raise ValueError(f"bands > 1 needs mechanism 'bandmf', got mechanism {config.mechanism!r} with bands "
+                         f"{config.bands!r}")
+    if config.mechanism == "bandmf":
+        check_values("batch_size × bands", float(config.batch_size) * float(config.bands), 0.0, float(n),
+                     lo_open=True)
     if config.loss not in LOSSES:
         raise ValueError(f"loss must be one of {LOSSES}, got {config.loss!r}")
     if config.mechanism != "gaussian" and config.budgets is not None:

@@ -41,7 +41,7 @@ from .evaluate import make_evaluator, padded_test_set
 from .models import CNN, MLP, check_labels, cross_entropy_loss, mse_loss
 from .plan import GroupAccountant, PrivacyPlan, plan_privacy
 from .programs import Program, ProgramCache
-from .sampling import PoissonSampler, bucket_sizes
+from .sampling import CyclicPoissonSampler, PoissonSampler, bucket_sizes
 
 __all__ = [
     "DPSGDConfig",
@@ -299,7 +299,12 @@ def train(
     the record's clip norm and sum, add Gaussian noise of std s = σ·C — or, with ``mechanism="laplace"`` or
     ``"staircase"``, clip in L1 norm and add Lap(b·C) or staircase noise per coordinate — through
     :func:`jaxpriv.train.noise.noise_transform` of the plan's noise event, divide by the expected batch
-    size Σ_i q_i, and apply ``optimizer``. See the module docstring for the privacy configurations and the stopping rule.
+    size Σ_i q_i, and apply ``optimizer``. With ``mechanism="bandmf"`` (MATH §12) the records are split into
+    b = ``config.bands`` partitions sampled in turn (:class:`~jaxpriv.train.sampling.CyclicPoissonSampler`)
+    and the Gaussian noise is correlated by the b-banded strategy optimised for the run's steps
+    (:func:`jaxpriv.train.noise.banded_noise_transform`, :func:`jaxpriv.mf.banded_strategy`; its buffer of
+    b − 1 noise vectors is part of the optimizer state). See the module docstring for the privacy
+    configurations and the stopping rule.
     With several devices the step runs data parallel, its batch sharded over them (:func:`step_program`); after
     :func:`jaxpriv.distributed.initialize` that is every process's devices (only process 0 writes checkpoints).
 
@@ -375,15 +380,29 @@ def train(
         plan = PrivacyPlan(**meta["plan"], **{renamed.get(k[len("plan_"):], k[len("plan_"):]): arrays[k]
                                               for k in arrays if k.startswith("plan_")})
     sampler_seed, noise_seed, loss_seed = derive_seeds(config.seed, 3)  # sampler, noise, loss keys
-    sampler = trainer_sampler(plan.record_rates, sampler_seed, plan.total_steps)
+    band = plan.mechanism == "bandmf"
+    if band:  # MATH §12: partitions sampled in turn, the noise correlated by the run's b-banded strategy
+        own = np.where(np.arange(n) % plan.bands == 0, plan.record_rates, 0.0)  # the largest partition's draws
+        buckets = trainer_sampler(own, sampler_seed, plan.total_steps).buckets  # the trainer's bucket rule
+        sampler = CyclicPoissonSampler(plan.record_rates, seed=sampler_seed, bands=plan.bands, buckets=buckets)
+    else:
+        sampler = trainer_sampler(plan.record_rates, sampler_seed, plan.total_steps)
     block = sample_block_size(n)
-    noise = noise_transform(plan.noise_event(), seed=noise_seed, sensitivity=float(plan.clip[0]),
-                            normalize_by=plan.expected_batch_size)
+    if band:
+        from .. import mf
+        from .noise import banded_noise_transform
+
+        noise = banded_noise_transform(plan.noise_event(), mf.banded_strategy(plan.total_steps, bands=plan.bands),
+                                       seed=noise_seed, sensitivity=float(plan.clip[0]),
+                                       normalize_by=plan.expected_batch_size)
+    else:
+        noise = noise_transform(plan.noise_event(), seed=noise_seed, sensitivity=float(plan.clip[0]),
+                                normalize_by=plan.expected_batch_size)
     tx = optax.chain(noise, optimizer)  # the state's layout; the step takes the noise's numbers as arguments
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     opt_state = tx.init(params)
     accountant = GroupAccountant(plan.rate, plan.noise_parameter, config.delta, orders=config.orders, mechanism=plan.mechanism,
-                                 dimension=plan.dimension)
+                                 dimension=plan.dimension, bands=plan.bands)
     history: list[EpochRecord] = []
     start_epoch = 0
     if saved is not None:
@@ -398,10 +417,14 @@ def train(
     single = np.unique(plan.clip).size == 1  # one clip norm (an argument), else per-record norms gathered in the step
     record_clip = jnp.asarray(plan.record_clip)
     norm = sensitivity_norm(plan.noise_event())  # clip in the norm the noise's sensitivity is measured in
-    step = step_program(graphdef, optimizer, loss_fn, config.microbatch_size, not single, norm)
-    numbers = {"clip": jnp.asarray(float(plan.clip[0])) if single else None,
-               "noise": noise_numbers(plan.noise_event(), sensitivity=float(plan.clip[0]),
-                                      normalize_by=plan.expected_batch_size, params=params)}
+    if band:  # the banded transform (its strategy and numbers baked in) is part of the step's optimizer
+        step = step_program(graphdef, tx, loss_fn, config.microbatch_size, not single, norm)
+        numbers = {"clip": jnp.asarray(float(plan.clip[0])) if single else None, "noise": None}
+    else:
+        step = step_program(graphdef, optimizer, loss_fn, config.microbatch_size, not single, norm)
+        numbers = {"clip": jnp.asarray(float(plan.clip[0])) if single else None,
+                   "noise": noise_numbers(plan.noise_event(), sensitivity=float(plan.clip[0]),
+                                          normalize_by=plan.expected_batch_size, params=params)}
     evaluate = make_evaluator(graphdef, int(config.eval_batch_size), config.loss)
     x, y = jnp.asarray(data.x_train), jnp.asarray(data.y_train)
     test = padded_test_set(data, int(config.eval_batch_size))

@@ -54,14 +54,14 @@ import numpy as np
 import optax
 from jax.flatten_util import ravel_pytree
 
-from .. import events
+from .. import events, mf
 from .._checks import check_values, in_range
 from .._numerics import is_concrete
 from ..mechanisms import staircase
 from ..mechanisms._common import round_to
 
 __all__ = ["NoiseState", "NoiseArguments", "noise_transform", "noise_arguments", "noise_update", "add_noise",
-           "gaussian_noise"]
+           "gaussian_noise", "BandedNoiseState", "banded_noise_transform"]
 
 class NoiseState(NamedTuple):
     """State of a noise transform: the PRNG key of the next step."""
@@ -369,3 +369,125 @@ def gaussian_noise(stddev, *, seed, normalize_by=1.0) -> optax.GradientTransform
       0.5
     """
     return noise_transform(events.Gaussian(_positive("stddev", stddev)), seed=seed, normalize_by=normalize_by)
+
+
+# --------------------------------------------------------------------------------------------------
+# Correlated noise: a banded matrix factorization (MATH §12)
+# --------------------------------------------------------------------------------------------------
+
+
+class BandedNoiseState(NamedTuple):
+    """State of :func:`banded_noise_transform`: the PRNG key of the next step, the step t, and the ring
+    buffer of the last b − 1 correlated noise vectors (a pytree like the updates, each leaf with a leading
+    axis of length b − 1; slot t mod (b − 1) holds step t's): (b − 1) × the model's size, in at least
+    float32 (nothing for b = 1)."""
+
+    key: jax.Array
+    step: jax.Array
+    buffer: Any
+
+
+def _band_table(strategy) -> np.ndarray:
+    """The strategy's bands as an (n, b) table: row t holds C[t, t], C[t, t − 1], …, C[t, t − b + 1] (0
+    before the first step). ``ValueError`` unless C is square, lower triangular, invertible and its
+    largest column norm is at most 1 (the sensitivity the accounting assumes, MATH §12.2)."""
+    C = np.asarray(strategy, np.float64)
+    bands = mf.bands_of(C)
+    worst = float(mf.column_norms(C).max())
+    if worst > 1.0 + 1e-9:
+        raise ValueError(f"strategy's largest column norm must be at most 1 (its sensitivity; divide C by it), "
+                         f"got {worst!r}")
+    n = C.shape[0]
+    rows = np.arange(n)[:, None]
+    cols = rows - np.arange(bands)[None, :]
+    return np.where(cols >= 0, C[rows, np.clip(cols, 0, None)], 0.0)
+
+
+def banded_noise_transform(event, strategy, *, seed, sensitivity=1.0, normalize_by=1.0
+                           ) -> optax.GradientTransformation:
+    """Correlated noise C⁻¹Z as an Optax transformation: (update_t + x_t) / ``normalize_by``, with x the
+    solution of C x = z, z_t ~ N(0, (σΔ)²) per coordinate (the matrix mechanism, DP-FTRL/BandMF:
+    Choquette-Choo et al., NeurIPS 2023, arXiv:2306.08153; MATH §12).
+
+    For a b-banded lower-triangular C row t of C x = z reads
+    x_t = (z_t − Σ_{j=1}^{b−1} C[t, t − j] x_{t−j}) / C[t, t], so x is computed online from a ring buffer
+    of the last b − 1 noise vectors (:class:`BandedNoiseState`): **memory (b − 1) × the model's size**
+    (float32 or wider) on top of DP-SGD's, b vectors with the one being drawn (x_t overwrites x_{t−b+1},
+    read for the last time at step t). The law of the sequence x_0, …, x_{n−1} (one coordinate) is
+    N(0, (σΔ)² (CᵀC)⁻¹). z is drawn exactly as :func:`noise_transform` draws DP-SGD's noise: the state
+    key is split once per step into the next key and one key per leaf, and each leaf's z is
+    ``event.sample_noise(key, σΔ, …)``; so with the identity (``bands=1``) the noise is DP-SGD's, bit for
+    bit, for the same seed.
+
+    Steps past the strategy's n make every output NaN (the strategy does not cover them; never a number
+    without its privacy accounted for). The accounting of the run is
+    :class:`jaxpriv.events.AmplifiedBandMF` (with cyclic Poisson sampling over the b partitions).
+
+    Args:
+      event: ``events.Gaussian(σ)`` with σ ≥ 0 (0: no noise; σ may be traced).
+      strategy: the n×n strategy C (e.g. :func:`jaxpriv.mf.banded_strategy`): lower triangular, nonzero
+        diagonal, largest column norm ≤ 1; its number of bands b is read off its nonzeros.
+      seed: an int or a JAX PRNG key.
+      sensitivity: Δ > 0 of the clipped sum (the clip norm).
+      normalize_by: the expected batch size, > 0.
+
+    Returns:
+      an ``optax.GradientTransformation`` with :class:`BandedNoiseState`; its ``init`` takes the
+      parameters (or any pytree shaped like the updates), to size the buffer.
+
+    Example:
+      >>> import jax.numpy as jnp, numpy as np
+      >>> from jaxpriv import events, mf
+      >>> from jaxpriv.train import noise
+      >>> C = mf.banded_strategy(4, bands=2, cache=False)
+      >>> tx = noise.banded_noise_transform(events.Gaussian(1.0), C, seed=0, normalize_by=2.0)
+      >>> state = tx.init({"w": jnp.zeros(3)})
+      >>> state.buffer["w"].shape                      # (b − 1) × the model's size
+      (1, 3)
+      >>> out, state = tx.update({"w": jnp.ones(3)}, state)
+      >>> out["w"].shape, int(state.step)
+      ((3,), 1)
+    """
+    if not isinstance(event, events.Gaussian):
+        raise ValueError(f"event must be events.Gaussian (the matrix mechanism's noise), got {type(event).__name__}")
+    table = _band_table(strategy)
+    n, bands = table.shape
+    key0 = _as_key(seed)
+    noise = _prepare(event, sensitivity, normalize_by)
+
+    def init_fn(params):
+        def slots(p):
+            p = jnp.asarray(p)
+            return jnp.zeros((bands - 1,) + p.shape, jnp.promote_types(p.dtype, jnp.float32))
+
+        return BandedNoiseState(key=key0, step=jnp.zeros((), jnp.int32), buffer=jax.tree_util.tree_map(slots, params))
+
+    def update_fn(updates, state, params=None):
+        del params
+        leaves, treedef = jax.tree_util.tree_flatten(updates)
+        buffers = treedef.flatten_up_to(state.buffer)
+        keys = jax.random.split(state.key, len(leaves) + 1)  # DP-SGD's one split per step
+        t = state.step
+        coef = jnp.asarray(table)[jnp.minimum(t, n - 1)]  # (b,): C[t, t], C[t, t−1], …
+        # the weight of each buffer slot: slot (t − j) mod (b − 1) holds x_{t−j} (zeros before step 0) and
+        # gets C[t, t − j], j = 1 … b − 1 (distinct slots). A weighted sum over the slots in place, not a
+        # gather of the buffer in lag order (one copy of the buffer less).
+        ring = max(bands - 1, 1)
+        weights = jnp.zeros((ring,), coef.dtype).at[(t - jnp.arange(1, bands)) % ring].set(coef[1:])
+        denominator = jnp.asarray(noise.denominator)
+        ok = (t < n) if noise.valid is True else (t < n) & noise.valid
+        denominator = jnp.where(ok, denominator, jnp.nan)
+        out, kept = [], []
+        for key, x, buffer in zip(keys[1:], leaves, buffers):
+            x = jnp.asarray(x)
+            dtype = buffer.dtype
+            z = noise.draw(key, x.shape, dtype) if noise.draw is not None else jnp.zeros(x.shape, dtype)
+            if bands > 1:
+                z = z - jnp.tensordot(weights.astype(dtype), buffer, axes=1)
+            correlated = z / coef[0].astype(dtype)  # b = 1: z / C[t, t] alone, so C = I is DP-SGD's noise exactly
+            kept.append(buffer.at[t % ring].set(correlated) if bands > 1 else buffer)
+            out.append(((x.astype(dtype) + correlated) / denominator.astype(dtype)).astype(x.dtype))
+        state = BandedNoiseState(key=keys[0], step=t + 1, buffer=jax.tree_util.tree_unflatten(treedef, kept))
+        return jax.tree_util.tree_unflatten(treedef, out), state
+
+    return optax.GradientTransformation(init_fn, update_fn)

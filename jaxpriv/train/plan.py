@@ -83,6 +83,7 @@ class PrivacyPlan:
     expected_batch_size: float
     mechanism: str = "gaussian"
     dimension: int = 1
+    bands: int = 1
 
     @property
     def sigma(self) -> np.ndarray:
@@ -101,15 +102,22 @@ class PrivacyPlan:
     def noise_event(self):
         """The event of the run's one noise, per unit of the clipped sum's sensitivity ``clip[0]`` (MATH §4,
         §6): ``Gaussian(σ)``, ``Laplace(b)`` or ``Staircase(ε₀, None, d)`` at group 0's parameter. Every group
-        has the same σ_g·C_g = ``noise_std``, so one noise draw serves them all."""
-        return events.noise_mechanism(self.mechanism, float(self.noise_parameter[0]), self.dimension)
+        has the same σ_g·C_g = ``noise_std``, so one noise draw serves them all. ``"bandmf"``: ``Gaussian(σ)``,
+        the law of z before it is correlated (MATH §12)."""
+        family = _family_name(self.mechanism)
+        return events.noise_mechanism(family, float(self.noise_parameter[0]), self.dimension)
 
     def arrays(self) -> dict:
         return {f"plan_{k}": getattr(self, k) for k in ("group_of_record", "budget", "rate", "noise_parameter", "clip")}
 
     def scalars(self) -> dict:
         return {k: getattr(self, k) for k in ("mode", "steps_per_epoch", "total_steps", "noise_std", "expected_batch_size",
-                                              "mechanism", "dimension")}
+                                              "mechanism", "dimension", "bands")}
+
+
+def _family_name(mechanism: str) -> str:
+    """The additive noise behind a trainer mechanism: BandMF's z is Gaussian (MATH §12)."""
+    return "gaussian" if mechanism == "bandmf" else mechanism
 
 
 def _unattainable(what: str) -> ValueError:
@@ -160,7 +168,7 @@ def plan_privacy(config: DPSGDConfig, n: int, dimension: int | None = None) -> P
     """
     n = int(check_array("n", n, 1.0, np.inf, integer=True))
     check_config(config, n)
-    family = events.noise_family(config.mechanism)
+    family = events.noise_family(_family_name(config.mechanism))
     if family.needs_dimension:
         if dimension is None:
             raise ValueError(f"dimension (the number of model parameters) is required for mechanism {family.name!r}")
@@ -170,6 +178,13 @@ def plan_privacy(config: DPSGDConfig, n: int, dimension: int | None = None) -> P
     steps_per_epoch = max(1, int(round(n / config.batch_size)))
     steps = config.epochs * steps_per_epoch
     mean_rate = config.batch_size / n
+    bands = int(config.bands)
+    if bands > steps:
+        raise ValueError(f"bands must lie in [1, {steps}] (the run's steps), got {bands}")
+    # BandMF (MATH §12.2): partition t mod b is sampled at step t, at b times the mean rate (an expected
+    # batch of B records per step), and a record takes part in at most ⌈T/b⌉ of the T steps
+    rate_steps = math.ceil(steps / bands)
+    part_rate = mean_rate * bands
     delta, orders, clip = config.delta, config.orders, config.clip_norm
     if config.budgets is not None:
         budget, group = np.unique(np.asarray(config.budgets, dtype=np.float64), return_inverse=True)
@@ -201,8 +216,8 @@ def plan_privacy(config: DPSGDConfig, n: int, dimension: int | None = None) -> P
             mode, rate = f"{family.parameter} for ε", mean_rate
             sigma = _harmonized_scale_for(config.mechanism, config.epsilon, mean_rate, steps, delta, orders, dimension)
         elif config.noise_multiplier is None:
-            mode, rate = "σ for ε", mean_rate
-            sigma = float(calibrate.noise_multiplier(config.epsilon, mean_rate, steps, delta, orders=orders))
+            mode, rate = "σ for ε", part_rate
+            sigma = float(calibrate.noise_multiplier(config.epsilon, part_rate, rate_steps, delta, orders=orders))
             if not math.isfinite(sigma):
                 raise _unattainable(f"epsilon {config.epsilon:g}")
         else:
@@ -210,7 +225,10 @@ def plan_privacy(config: DPSGDConfig, n: int, dimension: int | None = None) -> P
             rate = float(calibrate.sampling_rate(config.epsilon, sigma, steps, delta, orders=orders))
             if rate <= 0:
                 raise _unattainable(f"epsilon {config.epsilon:g}")
+        if config.epsilon is None:
+            rate = part_rate
         rate, sigmas, clips = np.array([float(rate)]), np.array([float(sigma)]), np.array([float(clip)])
+        counts = counts / bands  # the expected batch: rate × the partition's size
     noise_std = float(sigmas[0] * clips[0])
     return PrivacyPlan(
         mode=mode,
@@ -225,6 +243,7 @@ def plan_privacy(config: DPSGDConfig, n: int, dimension: int | None = None) -> P
         expected_batch_size=float(np.dot(counts, rate)),
         mechanism=config.mechanism,
         dimension=dimension,
+        bands=bands,
     )
 
 
@@ -271,6 +290,9 @@ class GroupAccountant:
       ``sigmas[g]``, whose worst case is the 1-D curve (module docstring; Zhu & Wang 2019, MATH §1.2, §1.4).
     * ``"staircase"``: per-coordinate staircase noise at per-step ε₀ = ``sigmas[g]`` over d = ``dimension``
       coordinates (:func:`jaxpriv.mechanisms.staircase.rdp_l1`).
+    * ``"bandmf"``: b-banded correlated Gaussian noise with cyclic Poisson sampling over b = ``bands``
+      partitions at rate q_g (MATH §12.2): after T steps a record has taken part in at most ⌈T/b⌉ of them,
+      and ε is that of ⌈T/b⌉ subsampled Gaussians (the event :class:`jaxpriv.events.AmplifiedBandMF`).
 
     Args:
       rates, sigmas: per-group q_g ∈ [0, 1] and σ_g > 0 (1-D, same length); b_g or ε₀_g as above.
@@ -279,6 +301,7 @@ class GroupAccountant:
       steps: steps already taken (≥ 0).
       mechanism: one of :data:`jaxpriv.events.NOISE_MECHANISMS`.
       dimension: number of noised coordinates d; required for ``"staircase"``, ignored otherwise.
+      bands: the partitions b of ``"bandmf"`` (1 otherwise).
 
     Example:
       >>> from jaxpriv.train.dpsgd import GroupAccountant
@@ -290,7 +313,11 @@ class GroupAccountant:
     """
 
     def __init__(self, rates, sigmas, delta: float, *, orders=None, steps: int = 0, mechanism: str = "gaussian",
-                 dimension: int | None = None):
+                 dimension: int | None = None, bands: int = 1):
+        self.bands = int(check_array("bands", bands, 1.0, np.inf, integer=True))
+        if mechanism != "bandmf" and self.bands != 1:
+            raise ValueError(f"bands > 1 needs mechanism 'bandmf', got {mechanism!r}")
+        mechanism = _family_name(mechanism)
         if events.noise_family(mechanism).needs_dimension and dimension is None:  # a 1-D curve is no bound
             raise ValueError(f"dimension (the number of noised coordinates d ≥ 1) is required for mechanism {mechanism!r}")
         self.orders = check_orders(rdp.DEFAULT_ORDERS if orders is None else orders)
@@ -311,7 +338,8 @@ class GroupAccountant:
         """ε of every group after ``steps`` steps (default: the steps taken), float64 (G,): the accountant's
         ε of ``SelfComposed(step, steps)``."""
         steps = self.steps if steps is None else int(check_array("steps", steps, 0.0, np.inf, integer=True))
-        return self._accountant.epsilon_of_curve(steps * self._step_curve, self.delta).reshape(-1)
+        participations = -(-steps // self.bands)  # ⌈steps/b⌉: all of them but for BandMF
+        return self._accountant.epsilon_of_curve(participations * self._step_curve, self.delta).reshape(-1)
 
     def steps_within(self, budgets, limit: int) -> int:
         """Largest k ≤ ``limit`` such that every group stays within its budget after k more steps

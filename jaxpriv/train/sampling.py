@@ -28,8 +28,8 @@ import numpy as np
 
 from .._numerics import check_array
 
-__all__ = ["Batch", "PoissonSampler", "AllocationSampler", "expected_batch_size", "bucket_sizes",
-           "inclusion_probability"]
+__all__ = ["Batch", "PoissonSampler", "AllocationSampler", "CyclicPoissonSampler", "expected_batch_size",
+           "bucket_sizes", "inclusion_probability"]
 
 _TWO32 = 2.0**32
 
@@ -299,5 +299,65 @@ class AllocationSampler(PoissonSampler):
         count = int(check_array("count", count, 1.0, 2.0**31 - 1 - start, integer=True))
         steps = jnp.arange(start, start + count)
         selected, counts = jax.vmap(lambda t: _allocate(self._key, self.n, self.steps_per_epoch, t))(steps)
+        sizes = np.asarray(counts).tolist()
+        return [Batch(*_pad(selected[i], self.bucket_for(size)), size, start + i) for i, size in enumerate(sizes)]
+
+
+@jax.jit
+def _draw_block_masked(key, steps, thresholds, partition, bands):
+    """Per step t, the Poisson draw of :func:`_draw` restricted to the records of partition t mod b."""
+    def one(t):
+        own = (partition == (t % bands).astype(partition.dtype))
+        return _draw(jax.random.fold_in(key, t), jnp.where(own, thresholds, jnp.uint32(0)), jnp.zeros_like(own))
+
+    return jax.vmap(one)(steps)
+
+
+class CyclicPoissonSampler(PoissonSampler):
+    """Cyclic Poisson sampling over b partitions, the sampling BandMF's amplification assumes (MATH §12.2):
+    record i belongs to partition i mod b (fixed by its index, never by its data), and step t
+    Poisson-samples partition t mod b only, record i with probability q_i. So a record can be sampled only
+    at steps b apart. With b = 1 it is :class:`PoissonSampler`, batch for batch (same keys, same draws).
+
+    Args:
+      rates: as :class:`PoissonSampler` (the rate of a record *within its partition's steps*), in [0, 1);
+        rate 1 (always included) is not supported here.
+      seed: integer ≥ 0; the batch of step t depends only on (seed, t, rates, b).
+      bands: the number of partitions b ≥ 1 (the strategy's bands).
+      n, buckets: as :class:`PoissonSampler` (default buckets: those of one partition's rates).
+
+    Example:
+      >>> import numpy as np
+      >>> from jaxpriv.train.sampling import CyclicPoissonSampler
+      >>> sampler = CyclicPoissonSampler(0.5, seed=0, n=12, bands=3)
+      >>> [sorted(set((np.asarray(b.indices)[np.asarray(b.mask)] % 3).tolist())) for b in sampler.sample_block(0, 3)]
+      [[0], [1], [2]]
+    """
+
+    def __init__(self, rates, *, seed: int, bands: int, n: int | None = None, buckets=None):
+        if isinstance(bands, (bool, np.bool_)) or not isinstance(bands, (int, np.integer)) or bands < 1:
+            raise ValueError(f"bands must be an integer in [1, inf), got {bands!r}")
+        super().__init__(rates, seed=seed, n=n, buckets=buckets)
+        if np.any(self.rates >= 1.0):
+            raise ValueError("CyclicPoissonSampler rates must lie in [0, 1) (rate 1 is not supported)")
+        self.bands = int(bands)
+        self._partition = jnp.asarray(np.arange(self.n) % self.bands, jnp.int32)
+        if buckets is None:  # the largest partition's draws: every step's batch law is at most that one
+            own = np.where(np.arange(self.n) % self.bands == 0, self.rates, 0.0)
+            self.buckets = bucket_sizes(own)
+        self.expected_size = float(self.rates.sum()) / self.bands
+
+    def sample(self, step: int) -> Batch:
+        """The batch of step ``step``: a Poisson sample of partition ``step`` mod b, padded to its bucket."""
+        step = int(check_array("step", step, 0.0, 2.0**31 - 1, integer=True))
+        return self.sample_block(step, 1)[0]
+
+    def sample_block(self, start: int, count: int) -> list[Batch]:
+        """The batches of steps ``start``, …, ``start + count − 1`` in one call (see
+        :meth:`PoissonSampler.sample_block`)."""
+        start = int(check_array("start", start, 0.0, 2.0**31 - 1, integer=True))
+        count = int(check_array("count", count, 1.0, 2.0**31 - 1 - start, integer=True))
+        selected, counts = _draw_block_masked(self._key, np.arange(start, start + count, dtype=np.uint32),
+                                              self._thresholds, self._partition, jnp.uint32(self.bands))
         sizes = np.asarray(counts).tolist()
         return [Batch(*_pad(selected[i], self.bucket_for(size)), size, start + i) for i, size in enumerate(sizes)]

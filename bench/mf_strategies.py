@@ -1,0 +1,70 @@
+"""Banded matrix-factorization strategies (issue 32, MATH §12.1): their expected error against DP-SGD's
+(C = I) and the full (b = n) factorization, and how long the optimisation takes.
+
+    python bench/mf_strategies.py --quick     # n = 64, 256 (~20 s on 2 CPU cores)
+    python bench/mf_strategies.py             # n = 64, 256, 512 (~2 min)
+    python bench/mf_strategies.py --json mf.json
+
+For each n and b: err(C) = ‖A C⁻¹‖_F² · max_j ‖C[:, j]‖² of ``mf.banded_strategy(n, bands=b)`` (no disk
+cache), its ratio to the identity's n(n + 1)/2 and to the full factorization's, and the wall time of the
+optimisation. The first b of each n includes the optimiser's compilation (one program per n; the band is a
+runtime mask). Checks: b = 1 is the identity, every b > 1 beats it, more bands never lose.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import os
+import sys
+import time
+
+# Benchmark the checkout this script lives in, not whatever `jaxpriv` happens to be installed.
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if os.path.isfile(os.path.join(_ROOT, "jaxpriv", "__init__.py")):
+    sys.path.insert(0, _ROOT)
+
+import _common as common  # noqa: E402  (bench/ is the script's directory)
+from _common import say, timed  # noqa: E402
+
+import jaxpriv  # noqa: E402
+from jaxpriv import mf  # noqa: E402
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="n = 64 and 256 only")
+    parser.add_argument("--json", default=None, help="write every number here")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    versions = {name: importlib.metadata.version(name) for name in ("jax", "optax")}
+    info = common.machine_info(versions, os.path.dirname(jaxpriv.__file__))
+    common.print_header(info, "quick" if args.quick else "full", "Banded MF strategies: error and optimisation time",
+                        "Wall times on this machine; the first row of each n includes compilation.")
+    sizes = (64, 256) if args.quick else (64, 256, 512)
+    rows, records, checks = [], [], {}
+    for n in sizes:
+        bands = sorted({1, 2, 4, 8, 16, 32, 64, n} & set(range(1, n + 1)))
+        errors = {}
+        for b in bands:
+            seconds, C = timed(lambda b=b: mf.banded_strategy(n, bands=b, cache=False))
+            errors[b] = mf.expected_error(C)
+            records.append({"n": n, "bands": b, "error": errors[b], "seconds": seconds})
+        identity, full = n * (n + 1) / 2, errors[n]
+        for record in records[-len(bands):]:
+            b, err = record["bands"], record["error"]
+            rows.append([str(n), str(b), f"{err:.1f}", f"{err / identity:.3f}", f"{err / full:.3f}",
+                         common.ms(record["seconds"])])
+        checks[f"n={n}: b=1 is the identity"] = errors[1] == identity
+        checks[f"n={n}: b>1 beats the identity"] = all(errors[b] < identity for b in bands if b > 1)
+        checks[f"n={n}: more bands never lose"] = all(errors[a] >= errors[b] * (1 - 1e-9)
+                                                      for a, b in zip(bands, bands[1:]))
+    say(common.table(["n", "b", "err(C)", "err / err(I)", "err / err(full)", "optimisation"], rows))
+    say()
+    for name, ok in checks.items():
+        say(f"- {'ok' if ok else 'FAILED'}: {name}")
+    return common.finish({"machine": info, "strategies": records}, checks, start, args.json)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
