@@ -247,10 +247,14 @@ class PoissonSampler:
         """
         start = int(check_array("start", start, 0.0, 2.0**31 - 1, integer=True))
         count = int(check_array("count", count, 1.0, 2.0**31 - 1 - start, integer=True))
-        selected, counts = _draw_block(self._key, np.arange(start, start + count, dtype=np.uint32),
-                                       self._thresholds, self._always)
+        selected, counts = self._draw_steps(np.arange(start, start + count, dtype=np.uint32))
         sizes = np.asarray(counts).tolist()  # the one host transfer of the block
         return [Batch(*_pad(selected[i], self.bucket_for(size)), size, start + i) for i, size in enumerate(sizes)]
+
+    def _draw_steps(self, steps):
+        """On device: (selected (S, n) bool, counts (S,)) of the steps ``steps`` (uint32). Samplers that
+        draw otherwise override this alone."""
+        return _draw_block(self._key, steps, self._thresholds, self._always)
 
 
 @functools.partial(jax.jit, static_argnames=("n",))
@@ -293,14 +297,9 @@ class AllocationSampler(PoissonSampler):
         size = int(count)
         return Batch(*_pad(selected, self.bucket_for(size)), size, step)
 
-    def sample_block(self, start: int, count: int) -> list[Batch]:
-        """The batches of steps ``start``, …, ``start + count − 1`` (as :meth:`sample` gives them)."""
-        start = int(check_array("start", start, 0.0, 2.0**31 - 1, integer=True))
-        count = int(check_array("count", count, 1.0, 2.0**31 - 1 - start, integer=True))
-        steps = jnp.arange(start, start + count)
-        selected, counts = jax.vmap(lambda t: _allocate(self._key, self.n, self.steps_per_epoch, t))(steps)
-        sizes = np.asarray(counts).tolist()
-        return [Batch(*_pad(selected[i], self.bucket_for(size)), size, start + i) for i, size in enumerate(sizes)]
+    def _draw_steps(self, steps):
+        steps = jnp.asarray(steps, jnp.int32)
+        return jax.vmap(lambda t: _allocate(self._key, self.n, self.steps_per_epoch, t))(steps)
 
 
 @jax.jit
@@ -352,12 +351,5 @@ class CyclicPoissonSampler(PoissonSampler):
         step = int(check_array("step", step, 0.0, 2.0**31 - 1, integer=True))
         return self.sample_block(step, 1)[0]
 
-    def sample_block(self, start: int, count: int) -> list[Batch]:
-        """The batches of steps ``start``, …, ``start + count − 1`` in one call (see
-        :meth:`PoissonSampler.sample_block`)."""
-        start = int(check_array("start", start, 0.0, 2.0**31 - 1, integer=True))
-        count = int(check_array("count", count, 1.0, 2.0**31 - 1 - start, integer=True))
-        selected, counts = _draw_block_masked(self._key, np.arange(start, start + count, dtype=np.uint32),
-                                              self._thresholds, self._partition, jnp.uint32(self.bands))
-        sizes = np.asarray(counts).tolist()
-        return [Batch(*_pad(selected[i], self.bucket_for(size)), size, start + i) for i, size in enumerate(sizes)]
+    def _draw_steps(self, steps):
+        return _draw_block_masked(self._key, steps, self._thresholds, self._partition, jnp.uint32(self.bands))
