@@ -217,19 +217,13 @@ def round_laws(sigma: float, steps: int) -> dict:
     # remove, upper: the spread summed over a window that reaches one summand far in the tail of its P-law
     # (log Y' ~ N(s²/2, s²)); the mean that leaves the lattice becomes P-mass at ∞
     top = bulk + math.exp(s * s / 2 + 8.0 * s)
-    g, nodes = _lattice(top, sd_y)
-    spread, tail_excess, spread_err = _spread(nodes, -s * s / 2, s)
-    total, excess, fft_err = _power(spread, m, nodes.size, fold_top=True)
-    err = fft_err + m * spread_err
+    nodes, total, beyond, err = _spread_sum(m, s, sd_y, top)
     x = nodes[1:] / m  # the likelihood ratio X at each node of S
-    remove_upper = (np.log(x), x * total[1:], tail_excess + excess * g / m + err * (2 * top / m + 1))
+    remove_upper = (np.log(x), x * total[1:], beyond / m + err * (2 * top / m + 1))
 
     # add, upper: X only matters up to a few e^{−ε}, and sums folded down onto the top only raise
     # E_Q[(1 − e^ε X)₊]: a window on the bulk, finer
-    g, nodes = _lattice(bulk, sd_y)
-    spread, _, spread_err = _spread(nodes, -s * s / 2, s)
-    total, _, fft_err = _power(spread, m, nodes.size, fold_top=True)
-    err = fft_err + m * spread_err
+    nodes, total, _, err = _spread_sum(m, s, sd_y, bulk)
     add_upper = (-np.log(nodes[1:] / m), total[1:], total[0] + err)
 
     # lower: finer lattices (the lower side may drop what leaves a window), nearest nodes, shifted by the
@@ -243,6 +237,16 @@ def round_laws(sigma: float, steps: int) -> dict:
 
 #: the upper laws' bins start where the P-mass below falls under this (what lies below moves up to it)
 _FLOOR_MASS = 1e-30
+
+
+def _spread_sum(m: int, s: float, sd_y: float, top: float):
+    """The upper law's sum of m spread summands over [0, top]: (nodes, Q-law on them, the mean beyond the
+    lattice in units of S — each summand's tail above the top and the excess of the sums folded onto it —
+    and the ℓ1 rounding bound of the law)."""
+    g, nodes = _lattice(top, sd_y)
+    spread, tail_excess, spread_err = _spread(nodes, -s * s / 2, s)
+    total, excess, fft_err = _power(spread, m, nodes.size, fold_top=True)
+    return nodes, total, m * tail_excess + excess * g, fft_err + m * spread_err
 
 
 def _rounded_sum(m: int, s: float, sd_y: float, top: float, with_p: bool):
