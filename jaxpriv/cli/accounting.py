@@ -120,8 +120,9 @@ def _check_sampling(args) -> None:
         _epochs(args)
 
 
-def _sampling_rows(args) -> dict:
-    """The certified PLD intervals of Poisson sampling and of balls in bins for the same q, σ, T, δ."""
+def _sampling_rows(args, summary: dict) -> dict:
+    """The certified PLD intervals of Poisson sampling and of balls in bins for the same q, σ, T, δ (the
+    Poisson one from ``summary`` when its accountant already computed it)."""
     from .. import accounting, events
 
     t, epochs = _epochs(args)
@@ -130,7 +131,8 @@ def _sampling_rows(args) -> dict:
                "balls_in_bins": events.SelfComposed(events.RandomAllocation(1, t, step), epochs)}
     out = {"steps_per_epoch": t, "epochs": epochs}
     for name, event in schemes.items():
-        lower, upper = accounting.epsilon_interval(event, args.delta)
+        known = (summary["epsilon_pld_lower"], summary["epsilon_pld_upper"]) if name == "poisson" else (None,)
+        lower, upper = known if None not in known else accounting.epsilon_interval(event, args.delta)
         out[name] = {"epsilon_pld_lower": float(lower), "epsilon_pld_upper": float(upper)}
     return out
 
@@ -140,7 +142,7 @@ def cmd_epsilon(args) -> int:
 
     s = privacy_summary(args.q, args.sigma, args.steps, args.delta, orders=ORDER_SETS[args.orders],
                         refine=args.refine, accountant=args.accountant)
-    sampling = _sampling_rows(args) if args.sampling != "poisson" else None
+    sampling = _sampling_rows(args, s) if args.sampling != "poisson" else None
     if args.json:
         print(json.dumps({**s, "orders": args.orders, **({"sampling": sampling} if sampling else {})}, indent=2))
         return 0
