@@ -262,3 +262,32 @@ def test_make_private_sampling_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
         make_private(nnx.Linear(2, 2, rngs=nnx.Rngs(0)), optax.sgd(0.1), x, y, noise_multiplier=1.0, delta=1e-5,
                      batch_size=8, **kwargs)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(n=0, steps_per_epoch=4, seed=0), r"n must lie in \[1.0, inf\)"),
+    (dict(n=10.5, steps_per_epoch=4, seed=0), "n must be an integer"),
+    (dict(n=10, steps_per_epoch=0, seed=0), r"steps_per_epoch must lie in \[1.0, inf\)"),
+    (dict(n=10, steps_per_epoch=2.5, seed=0), "steps_per_epoch must be an integer"),
+    (dict(n=10, steps_per_epoch=2, seed=-1), "seed must lie in"),
+])
+def test_allocation_sampler_bad_input(kwargs, match):
+    from jaxpriv.train.sampling import AllocationSampler
+
+    with pytest.raises(ValueError, match=match):
+        AllocationSampler(**kwargs)
+
+
+@pytest.mark.parametrize("args, kwargs, match", [
+    ((0, 1.0, 1e-5), {}, r"steps_per_epoch must lie in \[1.0, inf\)"),
+    ((1.5, 1.0, 1e-5), {}, "steps_per_epoch must be an integer"),
+    ((4, 0.0, 1e-5), {}, r"sigma must lie in \(0.0, inf\)"),
+    ((4, 1.0, 0.0), {}, r"delta must lie in \(0.0, 1.0\)"),
+    ((4, 1.0, 1.0), {}, r"delta must lie in \(0.0, 1.0\)"),
+    ((4, 1.0, 1e-5), {"steps": -1}, r"steps must lie in \[0.0, inf\)"),
+])
+def test_allocation_accountant_bad_input(args, kwargs, match):
+    from jaxpriv.train.plan import AllocationAccountant
+
+    with pytest.raises(ValueError, match=match):
+        AllocationAccountant(*args, **kwargs)
