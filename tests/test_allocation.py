@@ -14,6 +14,7 @@ jaxpriv.mechanisms.allocation:
 import itertools
 import math
 
+import jax
 import numpy as np
 import pytest
 from scipy import integrate, stats
@@ -291,3 +292,32 @@ def test_allocation_accountant_bad_input(args, kwargs, match):
 
     with pytest.raises(ValueError, match=match):
         AllocationAccountant(*args, **kwargs)
+
+
+_lowered = [0]
+
+
+def _count_lowered(name, seconds, **kwargs):
+    if name.endswith("jaxpr_to_mlir_module_duration"):
+        _lowered[0] += 1
+
+
+jax.monitoring.register_event_duration_secs_listener(_count_lowered)
+
+
+def test_a_second_question_with_other_numbers_lowers_no_program():
+    """Programs are keyed on structure: a sampling event asked again with another σ, t, q or batch size
+    lowers no new program (every program JAX lowers in this process is counted)."""
+    G = ev.Gaussian
+    pairs = [
+        (ev.SelfComposed(ev.RandomAllocation(1, 50, G(1.1)), 20), ev.SelfComposed(ev.RandomAllocation(1, 40, G(1.4)), 20)),
+        (ev.SelfComposed(ev.TruncatedPoissonSampled(0.01, 30, G(1.1), 2000), 100),
+         ev.SelfComposed(ev.TruncatedPoissonSampled(0.02, 60, G(1.2), 2000), 100)),
+        (ev.SelfComposed(ev.SampledWithoutReplacement(64, 6400, G(1.1)), 100),
+         ev.SelfComposed(ev.SampledWithoutReplacement(32, 6400, G(1.3)), 100)),
+    ]
+    for first, second in pairs:
+        accounting.epsilon_interval(first, 1e-5)
+        before = _lowered[0]
+        accounting.epsilon_interval(second, 1e-5)
+        assert _lowered[0] == before, (first, _lowered[0] - before)
