@@ -13,6 +13,10 @@ One interface, two interpreters of :mod:`jaxpriv.events`:
   bounds, so their minimum is too): exactly ``min(RDP's ε, epsilon_interval's upper end)``; the one that
   can interpret the event otherwise.
 
+:func:`epsilon_lower_bound` and :func:`delta_lower_bound` report the PLD interval's lower end alone. They
+also read the events that are lower bounds only (``events.ShuffledBatches``, the adversarial pair of
+shuffled batches), which every other function here refuses: such an event is never an upper bound.
+
 Accountants are also objects (:class:`RDP`, :class:`PLD`) carrying their options; the functions accept
 either a name or an object. Results are float64 numpy arrays of the broadcast shape of the event's
 numbers and ``delta``/``epsilon``.
@@ -41,7 +45,8 @@ from .._numerics import check_array, check_broadcastable, check_orders, float64,
 from . import pld as _pld
 from . import renyi as _renyi
 
-__all__ = ["RDP", "PLD", "epsilon", "delta", "epsilon_interval", "delta_interval", "ACCOUNTANTS"]
+__all__ = ["RDP", "PLD", "epsilon", "delta", "epsilon_interval", "delta_interval", "epsilon_lower_bound",
+           "delta_lower_bound", "ACCOUNTANTS"]
 
 ACCOUNTANTS = ("best", "pld", "rdp")
 
@@ -161,7 +166,9 @@ class PLD:
 
     def interval(self, event, value, query: str, *, tolerance=None, chunk_size=None, progress=None):
         """(lower, upper) of ε(δ = value) or δ(ε = value), both ends from one computation; ``tolerance``
-        (default: this accountant's) as in the class docstring."""
+        (default: this accountant's) as in the class docstring. Events that are lower bounds only are
+        refused (``ValueError``): see :func:`epsilon_lower_bound`."""
+        _check_supported(self, event)
         tolerance = self.tolerance if tolerance is None else tolerance
         if tolerance is None and self.discretization is None:  # the same answer as epsilon_interval's
             tolerance = _pld.INTERVAL_TOLERANCE
@@ -281,16 +288,23 @@ def delta(event, epsilon, *, accountant="best", chunk_size=None, progress=None):
     return _query(event, epsilon, "delta", accountant, chunk_size, progress)
 
 
-def _interval(event, value, query, discretization, tolerance, chunk_size, progress):
+def _interval(event, value, query, discretization, tolerance, chunk_size, progress, lower_only=False):
     name, rng = ("delta", (0.0, 1.0, True, True)) if query == "epsilon" else ("epsilon", (0.0, np.inf, False, False))
     flat, value, shape = _prepare(event, value, name, *rng)
     acc = PLD(discretization, tolerance)
-    _check_supported(acc, flat)
+    if lower_only:  # the lower end alone: events that are lower bounds only are read too
+        reason = ev.unsupported(flat, "pld_lower")
+        if reason:
+            raise ValueError(f"the PLD accountant cannot bound this event from below: {reason}")
+    else:
+        _check_supported(acc, flat)
     if tolerance is None and discretization is None:
         tolerance = _pld.INTERVAL_TOLERANCE
     with float64():
-        lower, upper = acc.interval(flat, value, query, tolerance=tolerance, chunk_size=chunk_size,
-                                    progress=progress)
+        upper, lower = _pld.interval(flat, value, query=query, discretization=discretization, tolerance=tolerance,
+                                     chunk_size=chunk_size, progress=progress)
+    if lower_only:
+        return lower.reshape(shape)
     return lower.reshape(shape), upper.reshape(shape)
 
 
@@ -328,3 +342,46 @@ def delta_interval(event, epsilon, *, discretization=None, tolerance=None, chunk
       True
     """
     return _interval(event, epsilon, "delta", discretization, tolerance, chunk_size, progress)
+
+
+def epsilon_lower_bound(event, delta, *, discretization=None, tolerance=None, chunk_size=None, progress=None):
+    """A certified lower bound on the ε of ``event`` at δ: the lower end of the PLD interval (MATH §7.3).
+
+    For an event whose law is an *adversarial pair* (``LOWER_BOUND_ONLY``: :class:`jaxpriv.events.ShuffledBatches`,
+    MATH §11.7) the mechanism itself is no better: no valid accounting of it can claim a smaller ε at δ. Such
+    events are read here only, never as an upper bound (:func:`epsilon` and :func:`epsilon_interval` refuse
+    them). For the other events it is :func:`epsilon_interval`'s lower end: a lower bound on the ε of the
+    event's dominating pair (of the mechanism itself where that pair is attained, as for the Gaussian and
+    the Poisson-subsampled Gaussian).
+
+    Args:
+      event, delta, discretization, tolerance, chunk_size, progress: as in :func:`epsilon_interval`.
+
+    Returns:
+      float64 array of the broadcast shape.
+
+    Example:
+      >>> from jaxpriv import accounting, events
+      >>> one_epoch = events.ShuffledBatches(10, 1000, events.Gaussian(0.5))   # 100 steps, shuffled
+      >>> floor = float(accounting.epsilon_lower_bound(one_epoch, 1e-5))
+      >>> poisson = events.SelfComposed(events.PoissonSampled(0.01, events.Gaussian(0.5)), 100)
+      >>> bool(floor > float(accounting.epsilon(poisson, 1e-5, accountant="pld")))   # the Poisson claim is false
+      True
+      >>> accounting.epsilon(one_epoch, 1e-5)
+      Traceback (most recent call last):
+      ...
+      ValueError: the RDP accountant cannot interpret this event: ShuffledBatches is a lower bound only (...
+    """
+    return _interval(event, delta, "epsilon", discretization, tolerance, chunk_size, progress, lower_only=True)
+
+
+def delta_lower_bound(event, epsilon, *, discretization=None, tolerance=None, chunk_size=None, progress=None):
+    """A certified lower bound on the δ of ``event`` at ε (see :func:`epsilon_lower_bound`).
+
+    Example:
+      >>> from jaxpriv import accounting, events
+      >>> gaussian = events.Gaussian(1.0)      # exact δ(1) = 0.12693673750 (closed form, MATH §2)
+      >>> bool(0.12693 < float(accounting.delta_lower_bound(gaussian, 1.0)) <= 0.12693673750)
+      True
+    """
+    return _interval(event, epsilon, "delta", discretization, tolerance, chunk_size, progress, lower_only=True)

@@ -21,6 +21,8 @@ event                                  what was released
 ``SampledWithoutReplacement(b, n, e)``  a uniform batch of b of n records (Gaussian ``e``; MATH §11.5)
 ``TruncatedPoissonSampled(q, m, e, n)``  a Poisson sample cut to a uniform m of it when larger (Gaussian
                                        ``e``; n the dataset size, optional; MATH §11.6)
+``ShuffledBatches(b, n, e)``            one epoch of shuffled batches of b of n records (Gaussian ``e``): a
+                                       certified *lower* bound only, refused as an upper one (MATH §11.7)
 ``ClientSampled(rate, event)``         rPDP-FL's client sampling: ``event`` (a client's whole local run)
                                        happens with probability λ (MATH §1.5)
 ``SelfComposed(event, count)``         ``event`` repeated T times
@@ -33,8 +35,9 @@ event                                  what was released
 =====================================  ===============================================================
 
 Modules: :mod:`.base` (the declaration every type makes, the generic walks), :mod:`.noise` (the noise
-mechanisms), :mod:`.sampling`, :mod:`.allocation`, :mod:`.bounded_batches`, :mod:`.composition`, :mod:`.shuffled`,
-:mod:`.correlated` (correlated noise), and :mod:`.laws` (the loss-law kernels the PLD declarations use).
+mechanisms), :mod:`.sampling`, :mod:`.allocation`, :mod:`.bounded_batches`, :mod:`.shuffled_batches`,
+:mod:`.composition`, :mod:`.shuffled`, :mod:`.correlated` (correlated noise), and :mod:`.laws` (the loss-law
+kernels the PLD declarations use).
 
 dp_accounting's DpEvents convert both ways (:func:`from_dp_accounting`, :func:`to_dp_accounting`); that
 package stays optional.
@@ -58,6 +61,7 @@ from .noise import (NOISE_MECHANISMS, Gaussian, Laplace, NoiseFamily, Randomized
                     noise_family, noise_mechanism, sensitivity_norm)
 from .sampling import ClientSampled, PoissonSampled
 from .shuffled import SHUFFLE_CLONES, SHUFFLE_MODELS, Shuffled
+from .shuffled_batches import ShuffledBatches
 
 __all__ = [
     "Gaussian",
@@ -68,6 +72,7 @@ __all__ = [
     "RandomAllocation",
     "SampledWithoutReplacement",
     "TruncatedPoissonSampled",
+    "ShuffledBatches",
     "ClientSampled",
     "SelfComposed",
     "Composed",

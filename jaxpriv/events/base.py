@@ -14,6 +14,9 @@ An event type is a frozen dataclass registered as a JAX pytree (:func:`event_typ
   both neighbouring directions have one law.
 * ``unsupported_by(accountant)`` — why an accountant cannot interpret it (default: it does not declare
   that accountant's interpretation).
+* ``LOWER_BOUND_ONLY`` — True for a type whose PLD law is an *adversarial* (dominated) pair, not a
+  dominating one: it refuses every upper bound (``unsupported_by`` says why) and only the lower end of the
+  PLD interval, :func:`jaxpriv.accounting.epsilon_lower_bound`, reads it (``ShuffledBatches``).
 * ``DP_ACCOUNTING`` and ``to_dp_accounting``/``from_dp_accounting`` — its dp_accounting DpEvent, if any.
 * ``NOISE_SCALE`` and ``sample_noise`` — for an additive noise of one scale, its scale field and sampler
   (the trainer's noise transform, :mod:`jaxpriv.train.noise`, draws with it).
@@ -100,6 +103,9 @@ class Event:
     #: additive noise of one scale: the field whose value × the sensitivity is the noise scale (None: the type
     #: is not such a noise); :meth:`sample_noise` draws it
     NOISE_SCALE: ClassVar[str | None] = None
+    #: True when the type's PLD law is an adversarial pair: a certified lower bound, never an upper one (its
+    #: ``unsupported_by`` refuses both upper-bound accountants; ``unsupported(…, "pld_lower")`` lets it through)
+    LOWER_BOUND_ONLY: ClassVar[bool] = False
 
     @staticmethod
     def sample_noise(key, scale, shape, dtype):
@@ -253,16 +259,20 @@ def validate(event) -> None:
 
 
 def unsupported(event, accountant: str) -> str | None:
-    """The first reason, over the event tree, why ``accountant`` ("rdp" or "pld") cannot interpret
-    ``event``; None when it can.
+    """The first reason, over the event tree, why ``accountant`` ("rdp" or "pld"; "pld_lower": the lower end
+    of the PLD interval alone, which also reads ``LOWER_BOUND_ONLY`` types) cannot interpret ``event``; None
+    when it can.
 
     Example:
       >>> from jaxpriv import events
       >>> events.unsupported(events.Staircase(1.0, dimension=3), "pld")
       "Staircase with dimension > 1 (its loss law is a d-fold product; use accountant='rdp')"
     """
+    lower = accountant == "pld_lower"
     for node in walk(event):
-        reason = node.unsupported_by(accountant)
+        if lower and node.LOWER_BOUND_ONLY:
+            continue
+        reason = node.unsupported_by("pld" if lower else accountant)
         if reason:
             return reason
     return None

@@ -37,7 +37,7 @@ import math
 import numpy as np
 from scipy import fft, special
 
-__all__ = ["ATOMS", "round_laws"]
+__all__ = ["ATOMS", "round_laws", "merge_down"]
 
 #: loss bins of the returned laws (each side, each direction)
 ATOMS = 2048
@@ -232,7 +232,7 @@ def round_laws(sigma: float, steps: int) -> dict:
     remove_lower = _rounded_sum(m, s, sd_y, bulk + math.exp(s * s / 2 + 6.0 * s), with_p=True)
     add_lower = _rounded_sum(m, s, sd_y, bulk, with_p=False)
     return {"remove_upper": _merge_up(*remove_upper), "add_upper": _merge_up(*add_upper),
-            "remove_lower": _merge_down(*remove_lower), "add_lower": _merge_down(*add_lower)}
+            "remove_lower": merge_down(*remove_lower), "add_lower": merge_down(*add_lower)}
 
 
 #: the upper laws' bins start where the P-mass below falls under this (what lies below moves up to it)
@@ -310,9 +310,19 @@ def _merge_up(losses, masses, p_inf):
     return np.append(edges, np.inf), np.append(out, max(p_inf, 0.0))
 
 
-def _merge_down(losses, masses, removed):
-    """One atom per bin at the P-weighted mean of e^{−L} (a contraction; atoms far below the first edge are
-    dropped, which only lowers δ), then ``removed`` of the mass taken off the top."""
+def merge_down(losses, masses, removed):
+    """A dominated law of at most ATOMS atoms from (``losses``, P-``masses``) float64 arrays: the outcomes
+    whose losses share one of ATOMS bins merged into one atom (a post-processing: its loss is log(ΣP/ΣQ), at
+    the P-weighted mean of e^{−L}; atoms far below the first bin are dropped, which only lowers δ), then
+    ``removed`` of the mass taken off the top (MATH §11.2, the lower side). Returns (losses, masses).
+
+    Example:
+      >>> import numpy as np
+      >>> from jaxpriv.mechanisms import allocation
+      >>> losses, masses = allocation.merge_down(np.array([0.0, 1e-12, 1.0]), np.array([0.25, 0.25, 0.5]), 0.0)
+      >>> bool(masses.sum() == 1.0 and losses.size <= allocation.ATOMS)
+      True
+    """
     losses, masses = _live(losses, masses)
     edges = _bins(losses, masses)
     keep = losses > edges[0] - 50.0
