@@ -177,3 +177,37 @@ def test_a_second_question_with_other_numbers_lowers_no_program():
     before = _lowered[0]
     accounting.epsilon_lower_bound(ev.SelfComposed(ev.ShuffledBatches(20, 600, G(1.3)), 2), 1e-6)
     assert _lowered[0] == before
+
+
+# --------------------------------------------------------------------------------------------------
+# jaxpriv epsilon --sampling shuffle
+# --------------------------------------------------------------------------------------------------
+
+
+def test_cli_shows_the_lower_bound_beside_the_certified_schemes(capsys):
+    import json
+
+    from jaxpriv.cli import main
+
+    argv = ["epsilon", "--q", "0.1", "--sigma", "0.8", "--steps", "30", "--delta", "1e-5", "--sampling", "shuffle"]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)["sampling"]
+    assert (out["scheme"], out["steps_per_epoch"], out["epochs"], out["epsilon"]) == ("shuffle", 10, 3, None)
+    floor, poisson = out["shuffle"]["epsilon_lower_bound"], out["poisson"]
+    assert floor > poisson["epsilon_pld_upper"] > out["balls_in_bins"]["epsilon_pld_upper"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "shuffled batches: no certified ε; ε ≥" in text and "the Poisson ε below is false for them" in text
+    assert "shuffled batches (chosen)" in text and "lower bound only" in text
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--q", "0.03", "--steps", "1000"], "--sampling shuffle needs 1/q to be an integer"),
+    (["--q", "0.1", "--steps", "1005"], "multiple of t = 1/q = 10"),
+])
+def test_cli_shuffle_bad_input(argv, message, capsys):
+    from jaxpriv.cli import main
+
+    assert main(["epsilon", "--sigma", "1.0", "--delta", "1e-5", "--sampling", "shuffle", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err

@@ -21,6 +21,8 @@ from .rules import ACCOUNTANTS, CALIBRATE_RULES, add_number, add_schedule, check
 from .tables import fmt, fmt_steps, interval, json_value, stdout_console, table
 
 
+#: the batch samplers of ``epsilon --sampling``
+SAMPLINGS = ("poisson", "balls_in_bins", "shuffle")
 _NAMES = {"sigma": "the noise multiplier σ", "q": "the sampling rate q", "steps": "the number of steps T"}
 _SYMBOL = {"sigma": "σ", "q": "q", "steps": "T"}
 _GRID_LABEL = {"rdp": "ε (RDP accountant, improved conversion)", "pld": "ε (PLD accountant, upper bound)",
@@ -59,10 +61,12 @@ def add_accounting_parsers(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print a JSON object instead of a table")
     p.add_argument("--refine", action="store_true",
                    help="also search real Rényi orders between the grid points (never worse, slower)")
-    p.add_argument("--sampling", choices=("poisson", "balls_in_bins"), default="poisson",
-                   help="how batches are drawn: poisson (rate q, the default) or balls_in_bins (each example in "
-                        "one uniformly chosen step of each epoch of t = 1/q steps; T a multiple of t): adds a "
-                        "table of both certified PLD intervals (MATH §11)")
+    p.add_argument("--sampling", choices=SAMPLINGS, default="poisson",
+                   help="how batches are drawn: poisson (rate q, the default), balls_in_bins (each example in "
+                        "one uniformly chosen step of each epoch of t = 1/q steps; T a multiple of t) or shuffle "
+                        "(each epoch a fresh permutation cut into t batches): adds a table of the Poisson and "
+                        "balls-in-bins certified PLD intervals beside shuffling's certified lower bound, which is "
+                        "no guarantee: no upper bound on shuffling's ε is offered (MATH §11, §11.7)")
     defaults(p, cmd_epsilon, check=_check_sampling)
 
     p = subparser(subparsers, "calibrate", "The σ, q or T that meets each target ε (conservatively).",
@@ -105,35 +109,42 @@ def add_accounting_parsers(subparsers) -> None:
 
 
 def _epochs(args) -> tuple[int, int]:
-    """(t, epochs) of balls in bins: t = 1/q steps per epoch; ``ValueError`` unless 1/q and T/t are integers."""
+    """(t, epochs) of balls in bins or shuffling: t = 1/q steps per epoch; ``ValueError`` unless 1/q and T/t
+    are integers."""
     t = round(1.0 / args.q) if args.q > 0 else 0
     if t < 1 or abs(t * args.q - 1.0) > 1e-9:
-        raise ValueError(f"--sampling balls_in_bins needs 1/q to be an integer number of steps per epoch, got q = {args.q:g}")
+        raise ValueError(f"--sampling {args.sampling} needs 1/q to be an integer number of steps per epoch, "
+                         f"got q = {args.q:g}")
     if args.steps % t:
-        raise ValueError(f"--sampling balls_in_bins needs --steps to be a multiple of t = 1/q = {t} (whole epochs), "
-                         f"got {args.steps:g}")
+        raise ValueError(f"--sampling {args.sampling} needs --steps to be a multiple of t = 1/q = {t} (whole "
+                         f"epochs), got {args.steps:g}")
     return t, int(args.steps) // t
 
 
 def _check_sampling(args) -> None:
-    if args.sampling == "balls_in_bins":
+    if args.sampling != "poisson":
         _epochs(args)
 
 
 def _sampling_rows(args, summary: dict) -> dict:
     """The certified PLD intervals of Poisson sampling and of balls in bins for the same q, σ, T, δ (the
-    Poisson one from ``summary`` when its accountant already computed it)."""
+    Poisson one from ``summary`` when its accountant already computed it), shuffling's certified lower bound
+    (MATH §11.7), and the chosen scheme's certified ε (``None`` for shuffling: it has none)."""
     from .. import accounting, events
 
     t, epochs = _epochs(args)
     step = events.Gaussian(args.sigma)
     schemes = {"poisson": events.SelfComposed(events.PoissonSampled(args.q, step), int(args.steps)),
                "balls_in_bins": events.SelfComposed(events.RandomAllocation(1, t, step), epochs)}
-    out = {"steps_per_epoch": t, "epochs": epochs}
+    out = {"scheme": args.sampling, "steps_per_epoch": t, "epochs": epochs}
     for name, event in schemes.items():
         known = (summary["epsilon_pld_lower"], summary["epsilon_pld_upper"]) if name == "poisson" else (None,)
         lower, upper = known if None not in known else accounting.epsilon_interval(event, args.delta)
         out[name] = {"epsilon_pld_lower": float(lower), "epsilon_pld_upper": float(upper)}
+    # one epoch is a permutation of t·b records cut into t batches of b: only t matters (b = 1 here)
+    shuffled = events.SelfComposed(events.ShuffledBatches(1, t, step), epochs)
+    out["shuffle"] = {"epsilon_lower_bound": float(accounting.epsilon_lower_bound(shuffled, args.delta))}
+    out["epsilon"] = out["balls_in_bins"]["epsilon_pld_upper"] if args.sampling == "balls_in_bins" else None
     return out
 
 
@@ -148,7 +159,16 @@ def cmd_epsilon(args) -> int:
         return 0
     by = {"rdp": "RDP", "pld": "PLD upper", "best": "the smaller of RDP and PLD upper"}[args.accountant]
     console = stdout_console()
-    console.print(f"ε = {fmt(s['epsilon'])} at δ = {args.delta:g} (accountant {args.accountant}: {by})")
+    if sampling and sampling["epsilon"] is None:  # shuffling: no certified ε, and the Poisson one is not it
+        floor = sampling["shuffle"]["epsilon_lower_bound"]
+        verdict = ("is false for them" if floor > sampling["poisson"]["epsilon_pld_upper"]
+                   else "is no guarantee for them")
+        console.print(f"shuffled batches: no certified ε; ε ≥ {fmt(floor)} at δ = {args.delta:g} (a lower bound, "
+                      f"MATH §11.7); the Poisson ε below {verdict}")
+    elif sampling:
+        console.print(f"balls in bins: ε = {fmt(sampling['epsilon'])} at δ = {args.delta:g} (PLD upper, certified)")
+    console.print(f"{'Poisson sampling: ' if sampling else ''}ε = {fmt(s['epsilon'])} at δ = {args.delta:g} "
+                  f"(accountant {args.accountant}: {by})")
     # Only the accountant asked for is computed (PLD costs seconds, RDP a fraction of one): the other's
     # rows say how to get them.
     skipped = "not computed: --accountant best computes both"
@@ -177,15 +197,19 @@ def cmd_epsilon(args) -> int:
     ))
     if sampling:
         poisson, bins = sampling["poisson"], sampling["balls_in_bins"]
+        chosen = lambda name: " (chosen)" if args.sampling == name else ""  # noqa: E731
         console.print(table(
-            f"Sampling schemes (PLD, certified): t = {sampling['steps_per_epoch']} steps per epoch, "
+            f"Sampling schemes (PLD, every bound certified): t = {sampling['steps_per_epoch']} steps per epoch, "
             f"{sampling['epochs']} epochs",
             ["batches", "ε \\[lower, upper]", "note"],
             [
                 [f"Poisson, rate q = {args.q:g}", interval(poisson["epsilon_pld_lower"], poisson["epsilon_pld_upper"]),
                  "each example in each step with probability q"],
-                ["balls in bins (random allocation)", interval(bins["epsilon_pld_lower"], bins["epsilon_pld_upper"]),
+                [f"balls in bins (random allocation){chosen('balls_in_bins')}",
+                 interval(bins["epsilon_pld_lower"], bins["epsilon_pld_upper"]),
                  "each example in one uniform step per epoch (MATH §11)"],
+                [f"shuffled batches{chosen('shuffle')}", f"≥ {fmt(sampling['shuffle']['epsilon_lower_bound'])}",
+                 "a lower bound only, no guarantee: no upper bound is certified (MATH §11.7)"],
             ],
         ))
     return 0
