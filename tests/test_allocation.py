@@ -321,3 +321,32 @@ def test_a_second_question_with_other_numbers_lowers_no_program():
         before = _lowered[0]
         accounting.epsilon_interval(second, 1e-5)
         assert _lowered[0] == before, (first, _lowered[0] - before)
+
+
+# --------------------------------------------------------------------------------------------------
+# train(): DPSGDConfig(sampling="balls_in_bins")
+# --------------------------------------------------------------------------------------------------
+
+
+def test_plan_of_balls_in_bins():
+    """(σ calibrated to ε, and the run that spends it: tests/test_compiled_programs.py, which trains twice.)"""
+    from jaxpriv.train.dpsgd import DPSGDConfig, plan_privacy
+
+    plan = plan_privacy(DPSGDConfig(epochs=3, batch_size=100.0, noise_multiplier=1.5, sampling="balls_in_bins"),
+                        n=1000)
+    assert (plan.sampling, plan.steps_per_epoch, plan.total_steps, plan.mode) == ("balls_in_bins", 10, 30, "fixed σ")
+    assert plan.rate[0] == 0.1 and plan.expected_batch_size == pytest.approx(100.0)
+    assert plan.noise_parameter[0] == 1.5 and plan.budget[0] == np.inf and plan.scalars()["sampling"] == "balls_in_bins"
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(sampling="shuffle"), r"sampling must be one of \('poisson', 'balls_in_bins'\), got 'shuffle'"),
+    (dict(sampling="balls_in_bins", mechanism="laplace"), "accounted for Gaussian noise only"),
+    (dict(sampling="balls_in_bins", epsilon=None, budgets=np.full(1000, 2.0)), "use sampling 'poisson'"),
+    (dict(sampling="balls_in_bins", noise_multiplier=1.0), "give epsilon or noise_multiplier, not both"),
+])
+def test_bad_balls_in_bins_configurations(kwargs, match):
+    from jaxpriv.train.dpsgd import DPSGDConfig, plan_privacy
+
+    with pytest.raises(ValueError, match=match):
+        plan_privacy(DPSGDConfig(**({"epochs": 2, "batch_size": 50.0, "epsilon": 2.0} | kwargs)), n=1000)

@@ -39,6 +39,21 @@ def test_train_json_and_plot(capsys, tmp_path):
     assert "test accuracy" in out and "ε" in out and "wrote json" in out
 
 
+def test_train_balls_in_bins_reports_the_allocation_epsilon(capsys, tmp_path):
+    from jaxpriv.train.plan import AllocationAccountant
+
+    out_json = tmp_path / "run.json"
+    code, out, err = run(capsys, *BASE, "--noise-multiplier", "1.5", "--sampling", "balls_in_bins", "--json",
+                         str(out_json))
+    assert code == 0, err
+    summary = json.loads(out_json.read_text())
+    plan = summary["plan"]
+    assert plan["sampling"] == "balls_in_bins" and summary["config"]["sampling"] == "balls_in_bins"
+    event = AllocationAccountant.run_event(plan["steps_per_epoch"], 1.5, 2)
+    assert summary["epsilon"] == float(accounting.epsilon(event, 1e-5, accountant="pld"))
+    assert "balls in bins" in out
+
+
 @pytest.mark.parametrize("personalization", ["sample", "scale"])
 def test_train_personalized_budgets(capsys, tmp_path, personalization):
     out_json = tmp_path / "run.json"
@@ -136,6 +151,10 @@ def test_train_resumes_from_its_checkpoint(capsys, tmp_path):
      "leave noise_multiplier unset"),
     (["--budgets", "levels:1@0.5,2@0.5", "--mechanism", "laplace"], "are Gaussian-only"),
     (["--epsilon", "1", "--noise-multiplier", "2", "--mechanism", "laplace"], "give epsilon or noise_multiplier"),
+    (["--epsilon", "1", "--sampling", "balls_in_bins", "--mechanism", "laplace"], "accounted for Gaussian noise only"),
+    (["--budgets", "levels:1@0.5,2@0.5", "--sampling", "balls_in_bins"], "use sampling 'poisson' with budgets"),
+    (["--epsilon", "1", "--noise-multiplier", "2", "--sampling", "balls_in_bins"],
+     "give epsilon or noise_multiplier, not both"),
 ])
 def test_train_bad_arguments(capsys, extra, message):
     code, _, err = run(capsys, *BASE, *extra)
@@ -151,7 +170,7 @@ def test_train_budget_file_of_the_wrong_length(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("extra", [["--dataset", "mnist"], ["--personalization", "other"], ["--epochs", "ten"],
-                                   ["--mechanism", "exponential"]])
+                                   ["--mechanism", "exponential"], ["--sampling", "shuffle"]])
 def test_train_argparse_errors(capsys, extra):
     code, _, err = run(capsys, "train", "--epsilon", "1", *extra)
     assert code == 2 and err.startswith("jaxpriv train: error: argument ") and err.count("\n") == 1

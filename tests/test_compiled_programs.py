@@ -29,11 +29,13 @@ FIRST = (1, 10, 1000, 100_000)
 LATER = (3, 200, 4000, 30_000)
 DELTA = 1e-5
 _lowered = [0]
+_names: list = []  # the lowered programs' names, in order
 
 
 def _count(name, seconds, **kwargs):
     if name.endswith("jaxpr_to_mlir_module_duration"):
         _lowered[0] += 1
+        _names.append(kwargs.get("fun_name"))
 
 
 jax.monitoring.register_event_duration_secs_listener(_count)
@@ -188,6 +190,35 @@ def test_a_second_train_with_another_epsilon_compiles_nothing(cancer):
     assert lowered == 0 and third.new_programs == 0
     fourth = dpsgd.train(model(), optax.sgd(0.25), cancer, again, progress=False)
     assert fourth.new_programs == 1
+
+
+def test_a_second_balls_in_bins_train_with_another_epsilon_compiles_nothing(cancer, monkeypatch):
+    """train() with sampling="balls_in_bins" (MATH §11): it draws allocation batches, reports the ε of
+    random allocation by PLD (within 1% of the target, never above), and a second run with another ε (σ
+    calibrated again by PLD) lowers no training, sampling or evaluation program. The PLD accountant's grid
+    program is keyed on its grid size (a power of two in [2¹², 2²²]): a σ that needs a finer grid than the
+    first run's lowers it at that size, and nothing else (here ε = 6: σ = 0.74 needs 2¹⁴–2¹⁶ nodes)."""
+    from jaxpriv.train.plan import AllocationAccountant
+    from jaxpriv.train.sampling import AllocationSampler
+
+    drawn = []
+    block = AllocationSampler.sample_block
+    monkeypatch.setattr(AllocationSampler, "sample_block", lambda self, *a: drawn.append(a) or block(self, *a))
+    sgd = optax.sgd(0.5)
+    model = lambda: dpsgd.MLP(30, (12,), 2, rngs=nnx.Rngs(0))  # noqa: E731
+    config = dpsgd.DPSGDConfig(epochs=2, batch_size=48, epsilon=2.0, delta=1e-5, sampling="balls_in_bins")
+    first, lowered = _lowered_by(lambda: dpsgd.train(model(), sgd, cancer, config, progress=False))
+    plan = first.plan
+    assert drawn and first.steps == 2 * plan.steps_per_epoch and first.stopped == "completed"
+    event = AllocationAccountant.run_event(plan.steps_per_epoch, float(plan.noise_parameter[0]), 2)
+    assert 0.99 * 2.0 < first.epsilon == float(accounting.epsilon(event, 1e-5, accountant="pld")) <= 2.0
+    assert first.history[0].epsilon < first.epsilon and first.test_accuracy > 0.8
+    again = dataclasses.replace(config, epsilon=6.0, clip_norm=0.3, seed=1)
+    before = len(_names)
+    second, lowered = _lowered_by(lambda: dpsgd.train(model(), sgd, cancer, again, progress=False))
+    assert second.plan.noise_parameter[0] < plan.noise_parameter[0] and second.epsilon <= 6.0
+    assert set(_names[before:]) <= {"jit(evaluate)"} and lowered <= 4, _names[before:]
+    assert second.new_programs == 0
 
 
 def test_make_private_with_another_target_compiles_nothing(cancer):

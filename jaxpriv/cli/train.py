@@ -37,7 +37,7 @@ def add_train_parser(subparsers) -> None:
                         "clip norms and noise multipliers, shared rate) (default: %(default)s)")
     add_number(p, "noise_multiplier", metavar="SIGMA",
                extra="without --epsilon/--budgets ε is only reported; with them, rates are calibrated instead of σ")
-    from ..train.config import TRAIN_MECHANISMS  # numpy only, as the argument checks must be
+    from ..train.config import SAMPLINGS, TRAIN_MECHANISMS  # numpy only, as the argument checks must be
 
     p.add_argument("--mechanism", "--noise", dest="mechanism", choices=TRAIN_MECHANISMS, default="gaussian",
                    help="noise: 'gaussian' (L2 clipping) or 'laplace' (L1 clipping, per-coordinate Laplace; "
@@ -45,6 +45,11 @@ def add_train_parser(subparsers) -> None:
                         "'staircase', or 'bandmf' (Gaussian noise correlated by a --bands banded matrix "
                         "factorization, partitions sampled in turn; MATH §12) (default: %(default)s)")
     add_number(p, "bands", default=1, extra="with --noise bandmf; batch size × bands ≤ the training set's size")
+    p.add_argument("--sampling", choices=SAMPLINGS, default="poisson",
+                   help="how batches are drawn: 'poisson' (each record in each step with probability q) or "
+                        "'balls_in_bins' (each record in one uniformly chosen step of each epoch; its ε is random "
+                        "allocation's, by PLD; Gaussian noise, --epsilon or --noise-multiplier, no --budgets; "
+                        "MATH §11) (default: %(default)s)")
     add_number(p, "epochs", RULES["epochs"].narrow("the trainer runs whole epochs", lo=1.0, lo_open=False,
                                                    integer=True), default=20)
     add_number(p, "batch_size", default=128.0, extra="at most the training set's size")
@@ -102,7 +107,7 @@ def _check_train(args) -> None:
         epochs=args.epochs, batch_size=args.batch_size, clip_norm=args.clip, delta=args.delta,
         epsilon=None if budgets is not None else args.epsilon, noise_multiplier=args.noise_multiplier,
         budgets=budgets, personalization=args.personalization, seed=args.seed, mechanism=args.mechanism,
-        bands=args.bands,
+        bands=args.bands, sampling=args.sampling,
     )
     check_config(config, d.n_train)
     args.data, args.config = d, config
@@ -176,7 +181,8 @@ def cmd_train(args) -> int:
 
     console = stdout_console()
     console.print(table(
-        f"DP-SGD ({args.mechanism}) on {args.dataset}: {result.plan.mode}, T = {result.steps:,} steps, δ = {args.delta:g}",
+        f"DP-SGD ({args.mechanism}{', balls in bins' if args.sampling == 'balls_in_bins' else ''}) on "
+        f"{args.dataset}: {result.plan.mode}, T = {result.steps:,} steps, δ = {args.delta:g}",
         ["epoch", "steps", "test accuracy", "ε spent"],
         [[str(r.epoch), f"{r.steps:,}", f"{r.test_accuracy:.4f}", fmt(r.epsilon)] for r in result.history],
         numeric=(0, 1, 2, 3),

@@ -10,7 +10,7 @@ import numpy as np
 
 from .._checks import check_values
 
-__all__ = ["DPSGDConfig", "check_config", "MECHANISMS", "TRAIN_MECHANISMS", "PERSONALIZATION", "LOSSES"]
+__all__ = ["DPSGDConfig", "check_config", "MECHANISMS", "TRAIN_MECHANISMS", "PERSONALIZATION", "LOSSES", "SAMPLINGS"]
 
 PERSONALIZATION = ("sample", "scale")
 #: Noise mechanisms of :class:`DPSGDConfig` (see :mod:`jaxpriv.train.plan` for how each is accounted): the
@@ -23,6 +23,9 @@ TRAIN_MECHANISMS = MECHANISMS + ("bandmf",)
 #: Built-in training losses of :class:`DPSGDConfig` (``loss``): softmax cross-entropy on integer class labels,
 #: or the mean squared error of a regression (:func:`jaxpriv.train.dpsgd.mse_loss`).
 LOSSES = ("cross_entropy", "mse")
+#: How the trainers draw batches (:class:`DPSGDConfig` ``sampling``, :func:`jaxpriv.train.make_private`):
+#: Poisson sampling, or balls in bins — each record in one uniformly chosen step of each epoch (MATH §11).
+SAMPLINGS = ("poisson", "balls_in_bins")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -57,6 +60,14 @@ class DPSGDConfig:
         records are split into b partitions sampled in turn (each at rate b·B/N in its steps, so
         ``batch_size`` × b ≤ N), and the run is accounted as ⌈T/b⌉ subsampled Gaussians
         (:class:`jaxpriv.events.AmplifiedBandMF`). 1 for every other mechanism.
+      sampling: ``"poisson"`` (default: each record in each step with probability q_i) or
+        ``"balls_in_bins"`` (each record in exactly one uniformly chosen step of each epoch of
+        t = round(N / batch_size) steps, :class:`jaxpriv.train.sampling.AllocationSampler`; accounted as
+        ``RandomAllocation(1, t, Gaussian(σ))`` per epoch by the PLD accountant's certified upper end,
+        :class:`jaxpriv.train.plan.AllocationAccountant`, MATH §11). Balls in bins needs the Gaussian
+        mechanism, one budget for all (no ``budgets``: per-record plans are accounted by RDP, which random
+        allocation lacks) and either ``epsilon`` or ``noise_multiplier`` (q = 1/t is fixed, so it is not
+        calibrated).
     """
 
     epochs: int = 30
@@ -74,6 +85,7 @@ class DPSGDConfig:
     mechanism: str = "gaussian"
     loss: str = "cross_entropy"
     bands: int = 1
+    sampling: str = "poisson"
 
     def to_json(self) -> dict:
         """The scalar fields as JSON values; the budgets as their count and SHA-256 (they can be long)."""
@@ -81,6 +93,8 @@ class DPSGDConfig:
         out["orders"] = None if self.orders is None else [float(a) for a in self.orders]
         if self.bands == 1:  # not BandMF: the fields of a run written before ``bands`` existed (same fingerprint)
             del out["bands"]
+        if self.sampling == "poisson":  # likewise for runs written before ``sampling`` existed
+            del out["sampling"]
         if self.budgets is not None:
             b = np.ascontiguousarray(self.budgets, dtype=np.float64)
             out["budgets"] = {"n": int(b.size), "sha256": hashlib.sha256(b.tobytes()).hexdigest()}
@@ -124,6 +138,18 @@ def check_config(config: DPSGDConfig, n: int) -> None:
                      lo_open=True)
     if config.loss not in LOSSES:
         raise ValueError(f"loss must be one of {LOSSES}, got {config.loss!r}")
+    if config.sampling not in SAMPLINGS:
+        raise ValueError(f"sampling must be one of {SAMPLINGS}, got {config.sampling!r}")
+    if config.sampling == "balls_in_bins":
+        if config.mechanism != "gaussian":
+            raise ValueError(f"sampling 'balls_in_bins' is accounted for Gaussian noise only (random allocation, "
+                             f"MATH §11): use mechanism 'gaussian', got {config.mechanism!r}")
+        if config.budgets is not None:
+            raise ValueError("per-record budgets are accounted by RDP on Poisson rates, which random allocation "
+                             "lacks: use sampling 'poisson' with budgets")
+        if config.epsilon is not None and config.noise_multiplier is not None:
+            raise ValueError("sampling 'balls_in_bins' fixes q = 1/t (t = round(N / batch_size) steps per epoch), "
+                             "so only σ can be calibrated: give epsilon or noise_multiplier, not both")
     if config.mechanism != "gaussian" and config.budgets is not None:
         raise ValueError(f"per-record budgets (IDP-SGD) are Gaussian-only: use mechanism 'gaussian', got "
                          f"{config.mechanism!r}")

@@ -39,9 +39,9 @@ from .config import DPSGDConfig, check_config
 from .data import as_dataset
 from .evaluate import make_evaluator, padded_test_set
 from .models import CNN, MLP, check_labels, cross_entropy_loss, mse_loss
-from .plan import GroupAccountant, PrivacyPlan, plan_privacy
+from .plan import AllocationAccountant, GroupAccountant, PrivacyPlan, plan_privacy
 from .programs import Program, ProgramCache
-from .sampling import CyclicPoissonSampler, PoissonSampler, bucket_sizes
+from .sampling import AllocationSampler, CyclicPoissonSampler, PoissonSampler, bucket_sizes
 
 __all__ = [
     "DPSGDConfig",
@@ -303,7 +303,10 @@ def train(
     b = ``config.bands`` partitions sampled in turn (:class:`~jaxpriv.train.sampling.CyclicPoissonSampler`)
     and the Gaussian noise is correlated by the b-banded strategy optimised for the run's steps
     (:func:`jaxpriv.train.noise.banded_noise_transform`, :func:`jaxpriv.mf.banded_strategy`; its buffer of
-    b − 1 noise vectors is part of the optimizer state). See the module docstring for the privacy
+    b − 1 noise vectors is part of the optimizer state). With ``config.sampling == "balls_in_bins"`` each
+    record takes part in one uniformly chosen step of each epoch (:class:`~jaxpriv.train.sampling.AllocationSampler`)
+    and ε is that of those batches, random allocation by the PLD accountant
+    (:class:`~jaxpriv.train.plan.AllocationAccountant`, MATH §11). See the module docstring for the privacy
     configurations and the stopping rule.
     With several devices the step runs data parallel, its batch sharded over them (:func:`step_program`); after
     :func:`jaxpriv.distributed.initialize` that is every process's devices (only process 0 writes checkpoints).
@@ -385,6 +388,8 @@ def train(
         own = np.where(np.arange(n) % plan.bands == 0, plan.record_rates, 0.0)  # the largest partition's draws
         buckets = trainer_sampler(own, sampler_seed, plan.total_steps).buckets  # the trainer's bucket rule
         sampler = CyclicPoissonSampler(plan.record_rates, seed=sampler_seed, bands=plan.bands, buckets=buckets)
+    elif plan.sampling == "balls_in_bins":  # MATH §11: each record in one uniform step of each epoch
+        sampler = AllocationSampler(n, steps_per_epoch=plan.steps_per_epoch, seed=sampler_seed)
     else:
         sampler = trainer_sampler(plan.record_rates, sampler_seed, plan.total_steps)
     block = sample_block_size(n)
@@ -401,8 +406,11 @@ def train(
     tx = optax.chain(noise, optimizer)  # the state's layout; the step takes the noise's numbers as arguments
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     opt_state = tx.init(params)
-    accountant = GroupAccountant(plan.rate, plan.noise_parameter, config.delta, orders=config.orders, mechanism=plan.mechanism,
-                                 dimension=plan.dimension, bands=plan.bands)
+    if plan.sampling == "balls_in_bins":  # the ε of the batches drawn: random allocation, by PLD
+        accountant = AllocationAccountant(plan.steps_per_epoch, float(plan.noise_parameter[0]), config.delta)
+    else:
+        accountant = GroupAccountant(plan.rate, plan.noise_parameter, config.delta, orders=config.orders,
+                                     mechanism=plan.mechanism, dimension=plan.dimension, bands=plan.bands)
     history: list[EpochRecord] = []
     start_epoch = 0
     if saved is not None:

@@ -84,6 +84,7 @@ class PrivacyPlan:
     mechanism: str = "gaussian"
     dimension: int = 1
     bands: int = 1
+    sampling: str = "poisson"
 
     @property
     def sigma(self) -> np.ndarray:
@@ -112,7 +113,7 @@ class PrivacyPlan:
 
     def scalars(self) -> dict:
         return {k: getattr(self, k) for k in ("mode", "steps_per_epoch", "total_steps", "noise_std", "expected_batch_size",
-                                              "mechanism", "dimension", "bands")}
+                                              "mechanism", "dimension", "bands", "sampling")}
 
 
 def _family_name(mechanism: str) -> str:
@@ -149,7 +150,9 @@ def plan_privacy(config: DPSGDConfig, n: int, dimension: int | None = None) -> P
     """Calibrate the run's rates, noise multipliers and clip norms before training (MATH §5, §6).
 
     T = epochs · round(N / batch_size) steps are planned; each group's ε at T steps is ≤ its budget
-    (calibration is conservative, MATH §5). See the module docstring for the configurations.
+    (calibration is conservative, MATH §5). See the module docstring for the configurations. With
+    ``config.sampling == "balls_in_bins"`` the rate is 1/t (t = round(N / batch_size) steps per epoch) and
+    σ is calibrated by :meth:`AllocationAccountant.noise_multiplier` (the PLD accountant, MATH §11).
 
     Args:
       config: the run's :class:`DPSGDConfig`.
@@ -186,6 +189,20 @@ def plan_privacy(config: DPSGDConfig, n: int, dimension: int | None = None) -> P
     rate_steps = math.ceil(steps / bands)
     part_rate = mean_rate * bands
     delta, orders, clip = config.delta, config.orders, config.clip_norm
+    if config.sampling == "balls_in_bins":  # check_config: Gaussian, one budget, ε or σ
+        rate = 1.0 / steps_per_epoch
+        if config.epsilon is None:
+            mode, sigma = "fixed σ", float(config.noise_multiplier)
+        else:
+            mode = "σ for ε"
+            sigma = AllocationAccountant.noise_multiplier(config.epsilon, steps_per_epoch, config.epochs, delta)
+            if not math.isfinite(sigma):
+                raise _unattainable(f"epsilon {config.epsilon:g}")
+        return PrivacyPlan(mode=mode, steps_per_epoch=steps_per_epoch, total_steps=steps,
+                           group_of_record=np.zeros(n, dtype=np.int64),
+                           budget=np.array([np.inf if config.epsilon is None else float(config.epsilon)]),
+                           rate=np.array([rate]), noise_parameter=np.array([sigma]), clip=np.array([float(clip)]),
+                           noise_std=sigma * float(clip), expected_batch_size=n * rate, sampling=config.sampling)
     if config.budgets is not None:
         budget, group = np.unique(np.asarray(config.budgets, dtype=np.float64), return_inverse=True)
         counts = np.bincount(group, minlength=budget.size).astype(np.float64)
@@ -345,18 +362,25 @@ class GroupAccountant:
         """Largest k ≤ ``limit`` such that every group stays within its budget after k more steps
         (ε is increasing in the number of steps: bisection on this very accountant's ε, so the reported
         ε never exceeds a budget)."""
-        budgets = np.asarray(budgets, dtype=np.float64)
-        limit = int(check_array("limit", limit, 0.0, np.inf, integer=True))
-        within = lambda k: bool(np.all(self.epsilon(self.steps + k) <= budgets))  # noqa: E731
-        if within(limit):
-            return limit
-        if not within(0):  # already over budget (a resumed run that was stopped)
-            return 0
-        lo, hi = 0, limit  # invariant: within(lo) and not within(hi)
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if within(mid) else (lo, mid)
-        return lo
+        return _steps_within(self, budgets, limit)
+
+
+def _steps_within(accountant, budgets, limit: int) -> int:
+    """:meth:`GroupAccountant.steps_within` for any accountant with ``steps`` and ``epsilon(steps)``."""
+    budgets = np.asarray(budgets, dtype=np.float64)
+    limit = int(check_array("limit", limit, 0.0, np.inf, integer=True))
+    if np.all(np.isinf(budgets)):  # no budget: every step is within it
+        return limit
+    within = lambda k: bool(np.all(accountant.epsilon(accountant.steps + k) <= budgets))  # noqa: E731
+    if within(limit):
+        return limit
+    if not within(0):  # already over budget (a resumed run that was stopped)
+        return 0
+    lo, hi = 0, limit  # invariant: within(lo) and not within(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if within(mid) else (lo, mid)
+    return lo
 
 
 class AllocationAccountant:
@@ -388,6 +412,29 @@ class AllocationAccountant:
     def event(self, rounds: int):
         """The event of ``rounds`` epochs of this run."""
         return self.run_event(self.steps_per_epoch, self.sigma, rounds)
+
+    @staticmethod
+    def noise_multiplier(epsilon: float, steps_per_epoch: int, epochs: int, delta: float) -> float:
+        """The σ at which ``epochs`` epochs of t = ``steps_per_epoch`` steps spend at most ``epsilon`` at
+        ``delta`` (:func:`jaxpriv.calibrate.calibrate` on :meth:`run_event` by the PLD accountant, to 0.1%
+        of σ, on the safe side; inf where no σ in [0.2, 200] meets it).
+
+        Example:
+          >>> from jaxpriv.train.plan import AllocationAccountant
+          >>> sigma = AllocationAccountant.noise_multiplier(4.0, 4, 4, 1e-5)
+          >>> acc = AllocationAccountant(4, sigma, 1e-5, steps=16)
+          >>> bool(0.99 * 4.0 < acc.epsilon()[0] <= 4.0)
+          True
+        """
+        run = lambda s: AllocationAccountant.run_event(steps_per_epoch, s, int(epochs))  # noqa: E731
+        with warnings.catch_warnings():  # an unattainable target is inf, reported by the caller
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return float(calibrate.calibrate(run, epsilon, delta, bounds=(0.2, 200.0), accountant="pld", xtol=1e-3))
+
+    def steps_within(self, budgets, limit: int) -> int:
+        """Largest k ≤ ``limit`` such that ε stays within ``budgets`` after k more steps (as
+        :meth:`GroupAccountant.steps_within`, on this accountant's ε)."""
+        return _steps_within(self, budgets, limit)
 
     def epsilon(self, steps: int | None = None) -> np.ndarray:
         """ε after ``steps`` steps (default: the steps taken), float64 of shape (1,)."""

@@ -28,12 +28,9 @@ import optax
 from flax import nnx
 
 from .._checks import check_scalar
-from .config import LOSSES
+from .config import LOSSES, SAMPLINGS
 
 __all__ = ["PrivateTrainer", "make_private", "SAMPLINGS"]
-
-#: the batch samplers make_private offers
-SAMPLINGS = ("poisson", "balls_in_bins")
 
 
 class PrivateTrainer:
@@ -266,9 +263,7 @@ def make_private(
             else:
                 from .plan import AllocationAccountant
 
-                run = lambda s: AllocationAccountant.run_event(per_epoch, s, int(epochs))  # noqa: E731
-                sigma = float(calibrate.calibrate(run, target_epsilon, delta, bounds=(0.2, 200.0), accountant="pld",
-                                                  xtol=1e-3))
+                sigma = AllocationAccountant.noise_multiplier(target_epsilon, per_epoch, int(epochs), delta)
         if not math.isfinite(sigma):
             raise ValueError(f"target_epsilon {target_epsilon:g} cannot be met in {total} steps at q = {q:.6g} "
                              f"and δ = {delta:g} (ε(σ → ∞) is larger); raise it, or train fewer epochs")
