@@ -2,13 +2,17 @@
 of which were inserted (MATH §10.2, §10.3).
 
 * :func:`epsilon_lower_bound` — Steinke, Nasr & Jagielski, "Privacy Auditing with One (1) Training Run",
-  NeurIPS 2023, main theorem (the (ε, δ) tail bound behind their code's p-value; MATH §10.2): if the
+  NeurIPS 2023, their (ε, δ) tail bound (the one behind their code's p-value; theorem number unconfirmed, MATH
+  §10.2): if the
   mechanism is (ε, δ)-DP in each canary, r guesses have v correct with probability at most
   P[Binomial(r, p_ε) ≥ v] + 2mδ · max_{1≤i≤v} (1/i) P[v − i ≤ Binomial(r, p_ε) < v],  p_ε = e^ε/(1 + e^ε).
 * :func:`gdp_lower_bound` — Mahloujifar, Melis & Chaudhuri, "Auditing f-Differential Privacy in One Run",
-  ICML 2025 (their main theorem and its numerical test, the recursion over the number of correct guesses,
-  for the trade-off function of μ-GDP, alphabet size 2): the largest μ the guesses reject, converted to ε at
-  δ (Dong, Roth & Su 2022, Corollary 2.13; :func:`jaxpriv.fdp.gdp_epsilon`).
+  ICML 2025 (Theorem 3.1 and the numerical test of Algorithm 3 / Theorem 3.2, the recursion over the number
+  of correct guesses, for the trade-off function of μ-GDP, alphabet size 2): the largest μ the guesses
+  reject, converted to ε at δ (Dong, Roth & Su 2022, Corollary 2.13; :func:`jaxpriv.fdp.gdp_epsilon`).
+* :func:`claim_test`, :func:`family_bound` — the same test for any claim given by its privacy profile
+  (δ_i at ε_i: f = max_i f_{ε_i, δ_i}; MATH §10.3): one claim's p-value, and the strongest claims of an
+  ordered family that one run rejects (:mod:`.training` uses the DP-SGD family (q, T, σ')).
 
 Both are LOWER bounds: a mechanism that is (ε, δ)-DP (μ-GDP) yields a bound above ε (μ) with probability at
 most 1 − confidence. Two rules keep that true here:
@@ -45,15 +49,10 @@ MU_GRID = np.round(np.arange(0.0, 12.0 + 1e-9, 0.005), 10)
 
 
 @dataclasses.dataclass(frozen=True)
-class OneRunBound:
-    """An audited lower bound: ``epsilon`` at ``delta`` (and ``mu`` for the GDP method), from ``canaries``
-    canaries of which the best candidate made ``guesses`` guesses (``inserted_guesses`` of them "inserted"),
-    ``correct`` right; ``candidates`` is the number K of guess counts tested (Bonferroni)."""
+class _Best:
+    """The best of the ``candidates`` guess counts of a one-run test: ``guesses`` guesses on ``canaries``
+    canaries, ``inserted_guesses`` of them "inserted", ``correct`` right."""
 
-    method: str
-    epsilon: float
-    mu: float | None
-    delta: float
     confidence: float
     canaries: int
     guesses: int
@@ -63,6 +62,18 @@ class OneRunBound:
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class OneRunBound(_Best):
+    """An audited lower bound: ``epsilon`` at ``delta`` (and ``mu`` for the GDP method), from ``canaries``
+    canaries of which the best candidate made ``guesses`` guesses (``inserted_guesses`` of them "inserted"),
+    ``correct`` right; ``candidates`` is the number K of guess counts tested (Bonferroni)."""
+
+    method: str
+    epsilon: float
+    mu: float | None
+    delta: float
 
 
 def check_scores(scores, inserted) -> tuple[np.ndarray, np.ndarray]:
@@ -163,9 +174,7 @@ def p_value(canaries: int, guesses: int, correct: int, epsilon: float, delta: fl
       >>> round(p_value(1000, 100, 80, 1.0, 0.0), 6)  # P[Bin(100, 0.731) ≥ 80]
       0.071556
     """
-    m, r, v = int(canaries), int(guesses), int(correct)
-    if not (m >= 1 and 1 <= r <= m and 0 <= v <= r):
-        raise ValueError(f"need 1 ≤ guesses ≤ canaries and 0 ≤ correct ≤ guesses, got m={m}, r={r}, v={v}")
+    m, r, v = _check_outcome(canaries, guesses, correct)
     if not epsilon >= 0 or not 0 <= delta < 1:
         raise ValueError(f"epsilon must lie in [0, inf) and delta in [0, 1), got {epsilon!r}, {delta!r}")
     p = 1.0 / (1.0 + math.exp(-epsilon))
@@ -248,7 +257,8 @@ def epsilon_lower_bound(scores, inserted, *, delta: float = 0.0, confidence: flo
         if eps > best[0]:
             best = (eps, (k_in, r, v))
     k_in, r, v = best[1]
-    return OneRunBound("steinke", best[0], None, d, c, int(s.size), r, k_in, v, len(pairs))
+    return OneRunBound(confidence=c, canaries=int(s.size), guesses=r, inserted_guesses=k_in, correct=v,
+                       candidates=len(pairs), method="steinke", epsilon=best[0], mu=None, delta=d)
 
 
 @jax.jit
@@ -281,9 +291,7 @@ def gdp_rejects(canaries: int, guesses: int, correct: int, mu, level: float) -> 
       >>> gdp_rejects(1000, 100, 100, [0.5, 8.0], 0.05).tolist()
       [True, False]
     """
-    m, r, v = int(canaries), int(guesses), int(correct)
-    if not (m >= 1 and 1 <= r <= m and 0 <= v <= r):
-        raise ValueError(f"need 1 ≤ guesses ≤ canaries and 0 ≤ correct ≤ guesses, got m={m}, r={r}, v={v}")
+    m, r, v = _check_outcome(canaries, guesses, correct)
     mu = check_values("mu", mu, 0.0)
     level = float(check_values("level", level, 0.0, 1.0, lo_open=True, hi_open=True).reshape(()))
     flat = np.atleast_1d(mu).reshape(-1)
@@ -333,7 +341,8 @@ def gdp_lower_bound(scores, inserted, *, delta: float = 1e-5, confidence: float 
 
     k_in, r, v = best[1]
     eps = float(gdp_epsilon(best[0], d)) if best[0] > 0 else 0.0
-    return OneRunBound("gdp", eps, best[0], d, c, int(s.size), r, k_in, v, len(pairs))
+    return OneRunBound(confidence=c, canaries=int(s.size), guesses=r, inserted_guesses=k_in, correct=v,
+                       candidates=len(pairs), method="gdp", epsilon=eps, mu=best[0], delta=d)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -475,22 +484,13 @@ def profile_p_value(canaries: int, guesses: int, correct: int, epsilons, deltas)
 
 
 @dataclasses.dataclass(frozen=True)
-class ClaimTest:
-    """The one-run f-DP test of one claim: ``p_value`` (Bonferroni over the ``candidates`` guess counts:
-    K·min_k p_k, at most 1), ``rejected`` (p_value ≤ 1 − confidence), and the candidate with the smallest
-    p-value (``guesses`` guesses, ``inserted_guesses`` of them "inserted", ``correct`` right)."""
+class ClaimTest(_Best):
+    """The one-run f-DP test of one claim: ``p_value`` (Bonferroni over the candidate guess counts:
+    K·min_k p_k, at most 1) and ``rejected`` (p_value ≤ 1 − confidence); the candidate is the one with the
+    smallest p-value."""
 
     p_value: float
     rejected: bool
-    confidence: float
-    canaries: int
-    guesses: int
-    inserted_guesses: int
-    correct: int
-    candidates: int
-
-    def to_json(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 def claim_test(scores, inserted, *, epsilons, deltas, confidence: float = 0.95, guesses=None,
@@ -533,26 +533,18 @@ def claim_test(scores, inserted, *, epsilons, deltas, confidence: float = 0.95, 
             best = (p, (k_in, r, v))
     k_in, r, v = best[1]
     p = min(1.0, len(pairs) * best[0])
-    return ClaimTest(p, bool(p <= 1.0 - c), c, int(s.size), r, k_in, v, len(pairs))
+    return ClaimTest(confidence=c, canaries=int(s.size), guesses=r, inserted_guesses=k_in, correct=v,
+                     candidates=len(pairs), p_value=p, rejected=bool(p <= 1.0 - c))
 
 
 @dataclasses.dataclass(frozen=True)
-class FamilyBound:
-    """The one-run f-DP bound over an ordered family of K claims (row 0 the weakest): ``index`` is the
-    smallest j such that claims j, …, K − 1 are all rejected (K when the strongest is not), for the best of
-    the ``candidates`` guess counts (``guesses``, ``inserted_guesses``, ``correct``)."""
+class FamilyBound(_Best):
+    """The one-run f-DP bound over an ordered family of ``claims`` claims (row 0 the weakest): ``index`` is the
+    smallest j such that claims j, …, K − 1 are all rejected (K when the strongest is not), for the best
+    candidate guess count."""
 
     index: int
     claims: int
-    confidence: float
-    canaries: int
-    guesses: int
-    inserted_guesses: int
-    correct: int
-    candidates: int
-
-    def to_json(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 def family_bound(scores, inserted, *, epsilons, deltas, confidence: float = 0.95, guesses=None,
@@ -586,4 +578,5 @@ def family_bound(scores, inserted, *, epsilons, deltas, confidence: float = 0.95
         if j < best[0]:
             best = (j, (k_in, r, v))
     k_in, r, v = best[1]
-    return FamilyBound(best[0], d.shape[0], c, int(s.size), r, k_in, v, len(pairs))
+    return FamilyBound(confidence=c, canaries=int(s.size), guesses=r, inserted_guesses=k_in, correct=v,
+                       candidates=len(pairs), index=best[0], claims=d.shape[0])
