@@ -51,7 +51,7 @@ def test_binomial_tail_and_pmf_match_scipy():
 
 
 def test_steinke_p_value_matches_its_formula_with_scipy():
-    """Theorem 5.2 of Steinke et al. written out with scipy's binomial."""
+    """The (ε, δ) tail bound of Steinke et al. (MATH §10.2) written out with scipy's binomial."""
     for m, r, v, eps, delta in ((1000, 100, 80, 1.0, 0.0), (1000, 300, 250, 1.5, 1e-5), (50, 50, 40, 0.5, 1e-3)):
         p = 1 / (1 + math.exp(-eps))
         beta = scipy.stats.binom.sf(v - 1, r, p)
@@ -100,6 +100,53 @@ def test_gdp_bound_confidence_on_the_gaussian_mechanism():
     exceed = float(np.mean(bounds > mu))
     assert exceed <= (1 - confidence) + _mc_slack(1 - confidence, runs), exceed
     assert np.median(bounds) > 0.3
+
+
+def _gdp_profiles(mus, eps):
+    from jaxpriv import fdp
+
+    return np.asarray(fdp.gdp_delta(np.asarray(mus, float)[:, None], np.asarray(eps)[None, :]))
+
+
+def test_the_profile_test_agrees_with_the_gdp_test_on_gdp_claims():
+    """The general-f path, fed μ-GDP's exact δ(ε) on a fine ε grid (f = sup_ε f_{ε, δ(ε)} = G_μ up to the
+    grid), rejects exactly the μ the closed-form G_μ path rejects."""
+    mus, eps = np.arange(0.05, 3.0, 0.05), np.linspace(0.0, 16.0, 321)
+    claims = _gdp_profiles(mus, eps)
+    for m, r, v in ((1000, 100, 100), (1000, 200, 190), (100, 50, 45), (5000, 500, 480), (1000, 200, 100)):
+        gdp = one_run.gdp_rejects(m, r, v, mus, 0.05)
+        assert (one_run.profile_rejects(m, r, v, eps, claims, 0.05) == gdp).all(), (m, r, v)
+    inserted = np.arange(1000) % 2 == 0
+    scores = inserted + np.random.default_rng(7).normal(size=1000)
+    grid = one_run.MU_GRID[1:600:4][::-1]  # μ from 2.99 down to 0.005: strongest claim last
+    family = one_run.family_bound(scores, inserted, epsilons=eps, deltas=_gdp_profiles(grid, eps))
+    gdp = one_run.gdp_lower_bound(scores, inserted)
+    assert (family.guesses, family.correct) == (gdp.guesses, gdp.correct)
+    assert grid[family.index] - 0.02 <= gdp.mu <= grid[family.index] + 0.02
+    assert one_run.epsilon_lower_bound(scores, inserted, delta=1e-5, method="fdp") == gdp
+
+
+def test_the_profile_test_confidence_on_randomized_response():
+    """Randomized response with ε₀ has trade-off exactly f_{ε₀, 0}: the claim (ε₀, 0) is rejected, and its
+    p-value is at most α, in at most a fraction 1 − c (α) of simulated runs; a claim of ε₀/2 is rejected in
+    most of them."""
+    import jax
+
+    from jaxpriv.mechanisms import randomized_response
+
+    eps0, runs, m, confidence = 1.0, 200, 1000, 0.9
+    rng = np.random.default_rng(8)
+    inserted = rng.random((runs, m)) < 0.5
+    reports = np.asarray(randomized_response.sample(jax.random.key(8), inserted.astype(int), eps0)).astype(float)
+    tests = [one_run.claim_test(reports[i], inserted[i], epsilons=[eps0], deltas=[0.0], confidence=confidence,
+                                guesses=[(m // 2, m // 2)], seed=i) for i in range(runs)]
+    p = np.array([t.p_value for t in tests])
+    assert np.mean([t.rejected for t in tests]) <= (1 - confidence) + _mc_slack(1 - confidence, runs)
+    for alpha in (0.05, 0.2, 0.5):
+        assert np.mean(p <= alpha) <= alpha + _mc_slack(alpha, runs), alpha
+    half = [one_run.claim_test(reports[i], inserted[i], epsilons=[eps0 / 2], deltas=[0.0], confidence=confidence,
+                               guesses=[(m // 2, m // 2)], seed=i).rejected for i in range(20)]
+    assert np.mean(half) > 0.8
 
 
 def test_the_f_dp_refinement_is_tighter_on_gaussian_scores():
@@ -262,6 +309,21 @@ GOOD_SCORES, GOOD_TRUTH = np.arange(10.0), np.arange(10) % 2 == 0
     (lambda: one_run.p_value(10, 5, 3, -1.0, 0.0), r"epsilon must lie in \[0, inf\)"),
     (lambda: one_run.gdp_rejects(10, 5, 3, -0.5, 0.05), r"mu must lie in \[0.0, inf\)"),
     (lambda: one_run.gdp_rejects(10, 5, 3, 0.5, 1.0), r"level must lie in \(0.0, 1.0\)"),
+    (lambda: one_run.epsilon_lower_bound(GOOD_SCORES, GOOD_TRUTH, method="gdp"), "method must be one of"),
+    (lambda: one_run.profile_rejects(10, 5, 3, [-1.0], [0.0], 0.05), r"epsilons must lie in \[0.0, inf\)"),
+    (lambda: one_run.profile_rejects(10, 5, 3, [800.0], [0.0], 0.05), r"epsilons must lie in \[0, 700\]"),
+    (lambda: one_run.profile_rejects(10, 5, 3, [[1.0]], [0.0], 0.05), "epsilons must be a 1-D array"),
+    (lambda: one_run.profile_rejects(10, 5, 3, [1.0], [1.5], 0.05), r"deltas must lie in \[0.0, 1.0\]"),
+    (lambda: one_run.profile_rejects(10, 5, 3, [1.0, 2.0], [0.0], 0.05), r"deltas must have shape \(2,\)"),
+    (lambda: one_run.profile_rejects(10, 5, 3, [1.0], [0.0], 0.0), r"level must lie in \(0.0, 1.0\)"),
+    (lambda: one_run.profile_rejects(10, 5, 6, [1.0], [0.0], 0.05), "0 ≤ correct ≤ guesses"),
+    (lambda: one_run.profile_p_value(10, 5, 3, [1.0], [[0.0], [0.1]]), "deltas must be one claim"),
+    (lambda: one_run.claim_test(GOOD_SCORES, GOOD_TRUTH, epsilons=[1.0], deltas=[[0.0], [0.1]]),
+     "deltas must be one claim"),
+    (lambda: one_run.claim_test(GOOD_SCORES, GOOD_TRUTH, epsilons=[1.0], deltas=[0.0], confidence=1.0),
+     "confidence must lie in"),
+    (lambda: one_run.family_bound(GOOD_SCORES, GOOD_TRUTH[:9], epsilons=[1.0], deltas=[0.0]),
+     "inserted must have one entry per score"),
     (lambda: threshold.threshold_epsilon([1.0], [0.0, 1.0]), "scores_in must hold at least 2 draws"),
     (lambda: threshold.threshold_epsilon([1.0, 2.0], [[0.0, 1.0]]), "scores_out must be a 1-D array"),
     (lambda: threshold.threshold_epsilon([1.0, np.inf], [0.0, 1.0]), "scores_in contains inf"),

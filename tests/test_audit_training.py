@@ -1,6 +1,7 @@
 """White-box canaries in one run of the DP-SGD trainer (jaxpriv.audit.training) and ``jaxpriv audit``.
 
-The correct trainer's audited lower bounds stay below its claim; each planted fault of ``audit_faults.py``
+The correct trainer's audited lower bounds stay below its claim (and the f-DP test of its own claim does not
+reject it); each planted fault of ``audit_faults.py``
 (noise × ½, the noise scaled by a wrong sensitivity, clipping skipped for one example of every batch, the
 clipped norm's float32 rounding error amplified) is caught: its audited bound exceeds the claim, at the
 stated canary count, 95% confidence and seed 0. All runs share the settings of their regime, so the step
@@ -38,6 +39,13 @@ def _caught(audit) -> bool:
     return max(audit.epsilon_lower, gdp) > audit.claimed_epsilon
 
 
+def _claim_rejected(audit) -> bool:
+    """The f-DP one-run test of the trainer's own claim (its privacy profile) rejects it at 95%, and the
+    DP-SGD family's bound puts the run's noise multiplier below the one it claims."""
+    return audit.claim_p_value <= 0.05 and all(k.noise.sigma <= audit.plan_sigma for k in audit.kinds
+                                               if k.kind == "gradient")
+
+
 @pytest.mark.parametrize("settings", [FULL_BATCH, POISSON], ids=["full-batch", "poisson"])
 def test_the_correct_trainer_audits_below_its_claim(digits, settings):
     audit = training.audit_training(digits, **settings)
@@ -47,6 +55,15 @@ def test_the_correct_trainer_audits_below_its_claim(digits, settings):
         assert all(k.gdp.mu <= audit.claimed_mu for k in audit.kinds)
         assert audit.gdp_epsilon_lower <= audit.claimed_epsilon
     assert not _caught(audit)
+    # the f-DP test of the trainer's own claim (its accountant's privacy profile) does not reject it, and the
+    # noise-multiplier bound stays above the run's σ (the family's ε below the claim)
+    assert audit.claim_p_value > 0.05 and not _claim_rejected(audit)
+    for k in audit.kinds:
+        assert not k.claim.rejected and k.noise.sigma > audit.plan_sigma
+        assert k.noise.epsilon <= audit.claimed_epsilon
+    if audit.claimed_mu is not None:  # q = 1: the family is μ-GDP, so its bound is the GDP bound's μ
+        mu = np.sqrt(audit.result.steps) / audit.kind("gradient").noise.sigma
+        assert abs(mu - audit.kind("gradient").gdp.mu) <= 0.03 * audit.kind("gradient").gdp.mu + 0.005
     # the canaries carry signal: inserted ones score higher on average
     k = audit.kind("gradient")
     assert k.scores[k.inserted].mean() > k.scores[~k.inserted].mean()
@@ -61,6 +78,9 @@ def test_each_planted_fault_is_caught(digits, fault):
     with planted(fault):
         audit = training.audit_training(digits, **FAULT_SETTINGS[fault])
     assert _caught(audit), (fault, audit.claimed_epsilon, audit.epsilon_lower, audit.gdp_epsilon_lower)
+    # the f-DP test of the trainer's own claim rejects it too (p = 0.0026 for the three full-batch faults,
+    # 1e-7 for skip_clip), and the noise-multiplier bound falls below the run's σ
+    assert _claim_rejected(audit), (fault, audit.claim_p_value, [k.noise.sigma for k in audit.kinds], audit.plan_sigma)
 
 
 def test_canaries_are_inserted_with_probability_half_and_first():
@@ -84,6 +104,7 @@ def test_canaries_are_inserted_with_probability_half_and_first():
     (dict(hidden=0), r"hidden must be an integer in \[1, inf\)"),
     (dict(seed=-1), r"seed must be an integer in \[0, inf\)"),
     (dict(epochs=0), "epochs must lie in"),
+    (dict(fdp_claim=1), "fdp_claim must be True or False"),
     (dict(delta=1.0), "delta must lie in"),
     (dict(epsilon=-1.0), "epsilon must lie in"),
     (dict(guesses=[(0.6, 0.6)]), r"f_in \+ f_out ≤ 1"),
@@ -114,6 +135,7 @@ def test_cli_audit_prints_claim_bounds_and_gap_and_writes_the_figure(tmp_path, c
     out = capsys.readouterr().out
     assert code == 0, out
     assert "claimed ε =" in out and "audited lower bound ε ≥" in out and "gap to the claim" in out
+    assert "f-DP one-run test of the claim" in out and "consistent with it" in out
     assert (tmp_path / "audit.png").stat().st_size > 0
     summary = json.loads((tmp_path / "audit.json").read_text())
     assert summary["epsilon_lower"] <= summary["claimed_epsilon"]

@@ -46,7 +46,7 @@ from . import pld as _pld
 from . import renyi as _renyi
 
 __all__ = ["RDP", "PLD", "epsilon", "delta", "epsilon_interval", "delta_interval", "epsilon_lower_bound",
-           "delta_lower_bound", "ACCOUNTANTS"]
+           "delta_lower_bound", "delta_profile", "ACCOUNTANTS"]
 
 ACCOUNTANTS = ("best", "pld", "rdp")
 
@@ -385,3 +385,36 @@ def delta_lower_bound(event, epsilon, *, discretization=None, tolerance=None, ch
       True
     """
     return _interval(event, epsilon, "delta", discretization, tolerance, chunk_size, progress, lower_only=True)
+
+
+def delta_profile(event, epsilon) -> tuple[np.ndarray, np.ndarray]:
+    """Certified (lower, upper) δ(ε) of ``event`` at many ε from one PLD composition per setting (MATH §7):
+    the event's privacy profile, e.g. to build its trade-off curve (MATH §10.3). :func:`delta_interval`
+    composes once per (setting, ε); this reads every ε of one composition, on the default grid (no
+    tolerance refinement).
+
+    Args:
+      event: a :mod:`jaxpriv.events` event the PLD accountant interprets; its numbers may be arrays (shape S).
+      epsilon: the ε grid, a 1-D array-like of values ≥ 0 (length G ≥ 1).
+
+    Returns:
+      (lower, upper): float64 arrays of shape S + (G,), lower ≤ true δ(ε) ≤ upper at every ε (add/remove
+      adjacency: the worse direction).
+
+    Example:
+      >>> import numpy as np
+      >>> from jaxpriv import accounting, events, fdp
+      >>> lo, up = accounting.delta_profile(events.SelfComposed(events.Gaussian(10.0), 100), [0.5, 1.0])
+      >>> exact = fdp.gdp_delta(1.0, np.array([0.5, 1.0]))   # one Gaussian with σ = 1
+      >>> bool(np.all(lo <= exact) and np.all(exact <= up) and np.all(up - lo < 1e-3))
+      True
+    """
+    flat, _, shape = _prepare(event, 0.0, "epsilon", 0.0, np.inf, False, False)
+    with float64():
+        eps = check_array("epsilon", epsilon, 0.0, np.inf)
+    if eps.ndim != 1 or eps.size < 1:
+        raise ValueError(f"epsilon must be a 1-D array of at least one value in [0, inf), got shape {eps.shape}")
+    _check_supported(PLD(), flat)
+    with float64():
+        lower, upper = _pld.profile(flat, eps)
+    return lower.reshape(shape + (eps.size,)), upper.reshape(shape + (eps.size,))

@@ -43,7 +43,8 @@ from .. import events as ev
 from .._batching import batch_sharding, power_of_two, to_devices, to_host
 from . import pld_grid
 
-__all__ = ["MAX_GRID", "MIN_GRID", "MIN_TABLE_GRID", "SPACING", "INTERVAL_TOLERANCE", "interval", "supported"]
+__all__ = ["MAX_GRID", "MIN_GRID", "MIN_TABLE_GRID", "SPACING", "INTERVAL_TOLERANCE", "interval", "profile",
+           "supported"]
 
 #: default grid spacing h, in standard deviations of one step's loss (see the module docstring)
 SPACING = 0.1
@@ -118,6 +119,45 @@ def interval(event, value, *, query: str, discretization=None, tolerance=None, c
         up, lo, hh = _interval_at(sub, value[redo], h[redo] / factor, query, chunk_size, progress)
         upper[redo], low[redo], h[redo] = np.minimum(upper[redo], up), np.maximum(low[redo], lo), hh
     return upper, low
+
+
+def profile(event, epsilon) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) δ(ε) of every row of ``event`` (numbers of shape (B,)) at every ε of ``epsilon``
+    (shape (G,)), each (B, G): one composition per row and direction on the default grid, read at all G
+    values (where :func:`interval` composes once per (row, value)).
+
+    The composed pmfs are those of a client-sampled run (:func:`_composed_pmfs`): the dominating one with
+    every mass it may miss (tails, FFT rounding) at +∞, the dominated one with its Bernstein shift and miss
+    taken off, so δ(ε) = Pr[L = ∞] + Σ_{ℓ_k > ε} p_k (1 − e^{ε−ℓ_k}) of the first is an upper bound and of
+    the second a lower bound on the true δ(ε) (MATH §7.2–7.4). The sum is S₁ − e^ε S₂ from suffix sums over
+    the atoms (S₁ = Σ p_k, S₂ = Σ p_k e^{−ℓ_k}, both over ℓ_k > ε ≥ 0, so e^ε S₂ ≤ S₁); its rounding error
+    is below 4·N·u·S₁ (N atoms, u the float64 unit roundoff), added to the upper end and taken off the lower.
+    Both directions where the event is not symmetric; the worse is reported."""
+    eps = np.asarray(epsilon, np.float64).reshape(-1)
+    B = np.asarray(jax.tree_util.tree_leaves(event)[0]).shape[0] if jax.tree_util.tree_leaves(event) else 1
+    lower, upper = np.zeros((B, eps.size)), np.zeros((B, eps.size))
+    if not components(event):  # nothing released: δ = 0 at every ε
+        return lower, upper
+    for add in ((False,) if event.pld_symmetric() else (False, True)):
+        dominating, dominated = _composed_pmfs(event, add)
+        for i in range(B):
+            for out, (loss, mass), sign in ((upper, dominating[i], 1.0), (lower, dominated[i], -1.0)):
+                out[i] = np.maximum(out[i], _profile_sum(loss, mass, eps, sign))
+    return lower, upper
+
+
+def _profile_sum(loss, mass, eps, sign):
+    """δ(ε) of one atom list (losses ascending, +∞ last) at every ε ≥ 0, moved by its rounding bound in the
+    direction ``sign`` (+1 up, −1 down); see :func:`profile`."""
+    finite = np.isfinite(loss)
+    keep = finite & (loss > 0.0)  # an atom at ℓ ≤ 0 ≤ ε adds nothing
+    ell, p = loss[keep], mass[keep]
+    s1 = np.append(np.cumsum(p[::-1])[::-1], 0.0)  # suffix sums: index j sums atoms j, j+1, ...
+    s2 = np.append(np.cumsum((p * np.exp(-ell))[::-1])[::-1], 0.0)
+    j = np.searchsorted(ell, eps, side="right")  # first atom with ℓ > ε
+    body = np.maximum(s1[j] - np.exp(eps) * s2[j], 0.0)
+    allowance = 4.0 * max(ell.size, 1) * np.finfo(np.float64).eps * s1[j]
+    return np.clip(mass[~finite].sum() + body + sign * allowance, 0.0, 1.0)
 
 
 def _width(upper, low):

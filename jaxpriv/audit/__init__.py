@@ -2,7 +2,8 @@
 
 :mod:`.stats` — Clopper–Pearson intervals (a beta quantile by bisection on ``betainc``) and binomial tails;
 :mod:`.one_run` — one-run bounds from canaries: Steinke, Nasr & Jagielski (2023) for (ε, δ), and the
-f-DP refinement of Mahloujifar, Melis & Chaudhuri (2025) for Gaussian DP;
+f-DP test of Mahloujifar, Melis & Chaudhuri (2025) for Gaussian DP and for any claim given by its privacy
+profile (a p-value, and the strongest claims of an ordered family that one run rejects);
 :mod:`.threshold` — the classic many-run bound, Clopper–Pearson at a threshold;
 :mod:`.samplers` — black-box audits of every noise sampler of :mod:`jaxpriv.mechanisms`;
 :mod:`.training` — white-box gradient and input canaries in one run of the DP-SGD trainer;
@@ -20,6 +21,10 @@ __getattr__, __dir__ = lazy_attributes(__name__, {
     "epsilon_lower_bound": "one_run",
     "gdp_lower_bound": "one_run",
     "OneRunBound": "one_run",
+    "claim_test": "one_run",
+    "family_bound": "one_run",
+    "ClaimTest": "one_run",
+    "FamilyBound": "one_run",
     "threshold_epsilon": "threshold",
     "ThresholdBound": "threshold",
     "Sampler": "samplers",
@@ -33,6 +38,7 @@ __getattr__, __dir__ = lazy_attributes(__name__, {
 })
 
 __all__ = ["stats", "one_run", "threshold", "samplers", "training", "figures", "command", "clopper_pearson",
-           "beta_quantile", "epsilon_lower_bound", "gdp_lower_bound", "OneRunBound", "threshold_epsilon",
+           "beta_quantile", "epsilon_lower_bound", "gdp_lower_bound", "OneRunBound", "claim_test", "family_bound",
+           "ClaimTest", "FamilyBound", "threshold_epsilon",
            "ThresholdBound", "Sampler", "SamplerAudit", "mechanism_sampler", "audit_sampler", "audit_training",
            "TrainingAudit", "claimed_tpr", "plot_audit"]

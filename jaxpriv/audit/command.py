@@ -80,6 +80,15 @@ def cmd_audit(args) -> int:
               f"{k.steinke.epsilon:>12.3f}{k.gdp.mu:>8.3f}{k.gdp.epsilon:>12.3f}")
     print(f"audited lower bound ε ≥ {audit.epsilon_lower:.3f} at {audit.confidence:.0%} confidence "
           f"(Steinke et al. 2023); gap to the claim {audit.claimed_epsilon - audit.epsilon_lower:.3f}")
+    if audit.claim_p_value is not None:
+        verdict = "inconsistent" if audit.claim_p_value <= 1.0 - audit.confidence else "consistent"
+        print(f"f-DP one-run test of the claim (its accountant's privacy profile; Mahloujifar et al. 2025): "
+              f"p = {audit.claim_p_value:.3g}, {verdict} with it at {audit.confidence:.0%}")
+        for k in audit.kinds:
+            rejected = (f"every DP-SGD claim (q, T, σ' ≥ {k.noise.sigma:.3g}) rejected" if np.isfinite(k.noise.sigma)
+                        else "no DP-SGD claim (q, T, σ') rejected")
+            print(f"  {k.kind}: {rejected} (the run's σ = {audit.plan_sigma:.3g}): ε ≥ {k.noise.epsilon:.3f} at "
+                  f"δ = {audit.delta:g} if the run's curve has this shape")
     if args.out:
         from .figures import claimed_tpr, plot_audit
 

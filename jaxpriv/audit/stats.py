@@ -8,7 +8,6 @@ float64 resolution of ``jax.scipy.special.betainc``), compiled once per padded l
 
 from __future__ import annotations
 
-import functools
 import math
 
 import jax

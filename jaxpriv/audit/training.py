@@ -24,11 +24,18 @@ import numpy as np
 from flax import nnx
 
 from .._checks import check_values
-from .one_run import OneRunBound, epsilon_lower_bound, gdp_lower_bound
+from .one_run import ClaimTest, FamilyBound, OneRunBound, claim_test, epsilon_lower_bound, family_bound, gdp_lower_bound
 from .stats import check_confidence
 
-__all__ = ["CanaryModel", "canary_loss", "CanarySet", "KindAudit", "TrainingAudit", "make_canaries",
-           "audit_training"]
+__all__ = ["CanaryModel", "canary_loss", "CanarySet", "KindAudit", "NoiseBound", "TrainingAudit", "make_canaries",
+           "claim_profiles", "audit_training", "PROFILE_EPSILONS"]
+
+#: the ε grid of the claims' privacy profiles (MATH §10.3): 0, then 255 log-spaced from 0.005 to 40 (a step of
+#: 3.6%: a claim's envelope f = max_i f_{ε_i, δ(ε_i)} is as fine at ε = 0.1 as at ε = 10)
+PROFILE_EPSILONS = np.concatenate([[0.0], np.geomspace(0.005, 40.0, 255)])
+#: the claim family's noise multipliers, as multiples of the run's σ: 16 log-spaced from 1/8 to 64 (a step of
+#: ×1.52), then 15 between the two that bracket the bound (×1.03)
+_COARSE = np.geomspace(0.125, 64.0, 16)
 
 
 class CanaryModel(nnx.Module):
@@ -135,18 +142,40 @@ def make_canaries(x_train, y_train, x_held, y_held, num_classes: int, *, canarie
 
 
 @dataclasses.dataclass(frozen=True)
+class NoiseBound:
+    """The one-run f-DP audit against the family of DP-SGD claims with the run's rate and steps and any noise
+    multiplier σ' (MATH §10.6): every claim with σ' ≥ ``sigma`` is rejected at the confidence (``inf`` when
+    none is), so the run's noise-multiplier equivalent is below ``sigma``; ``epsilon`` is the lower end of the
+    certified ε at δ of DP-SGD with ``sigma`` (0 when none is rejected): a lower bound on the run's ε if its
+    privacy curve is a DP-SGD curve with these q and T. ``family`` is the bound on the finer grid."""
+
+    sigma: float
+    epsilon: float
+    family: FamilyBound
+
+    def to_json(self) -> dict:
+        return {"sigma": self.sigma, "epsilon": self.epsilon, "family": self.family.to_json()}
+
+
+@dataclasses.dataclass(frozen=True)
 class KindAudit:
-    """One kind of canary ("gradient" or "input"): scores, inclusion bits and both one-run bounds."""
+    """One kind of canary ("gradient" or "input"): scores, inclusion bits, both one-run bounds, and (when
+    asked) the f-DP test of the trainer's own claim (``claim``) and the noise-multiplier bound (``noise``)."""
 
     kind: str
     scores: np.ndarray
     inserted: np.ndarray
     steinke: OneRunBound
     gdp: OneRunBound
+    claim: ClaimTest | None = None
+    noise: NoiseBound | None = None
 
     def to_json(self) -> dict:
-        return {"kind": self.kind, "canaries": int(self.scores.size), "inserted": int(self.inserted.sum()),
-                "steinke": self.steinke.to_json(), "gdp": self.gdp.to_json()}
+        out = {"kind": self.kind, "canaries": int(self.scores.size), "inserted": int(self.inserted.sum()),
+               "steinke": self.steinke.to_json(), "gdp": self.gdp.to_json()}
+        if self.claim is not None:
+            out["claim"], out["noise"] = self.claim.to_json(), self.noise.to_json()
+        return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,6 +203,13 @@ class TrainingAudit:
         """The largest ε implied by the audited μ lower bounds (valid against a GDP claim)."""
         return max(k.gdp.epsilon for k in self.kinds)
 
+    @property
+    def claim_p_value(self) -> float | None:
+        """The smallest p-value of the trainer's own claim (its accountant's privacy profile) over the canary
+        kinds, times their number (Bonferroni); None when the f-DP claim audit was not asked."""
+        tests = [k.claim for k in self.kinds if k.claim is not None]
+        return min(1.0, len(tests) * min(t.p_value for t in tests)) if tests else None
+
     def kind(self, name: str) -> KindAudit:
         for k in self.kinds:
             if k.kind == name:
@@ -185,7 +221,8 @@ class TrainingAudit:
                 "confidence": self.confidence, "epsilon_lower": self.epsilon_lower,
                 "gdp_epsilon_lower": self.gdp_epsilon_lower, "gap": self.claimed_epsilon - self.epsilon_lower,
                 "rate": self.plan_rate, "noise_multiplier": self.plan_sigma, "steps": self.result.steps,
-                "test_accuracy": self.result.test_accuracy, "kinds": [k.to_json() for k in self.kinds]}
+                "test_accuracy": self.result.test_accuracy, "claim_p_value": self.claim_p_value,
+                "kinds": [k.to_json() for k in self.kinds]}
 
 
 def _integer(name: str, value, lo: int) -> int:
@@ -197,7 +234,7 @@ def _integer(name: str, value, lo: int) -> int:
 def audit_training(data, *, epsilon: float, delta: float = 1e-5, canaries: int = 1000, input_canaries: int = 0,
                    epochs: int = 5, batch_size: float | None = None, clip_norm: float = 1.0, lr: float = 0.5,
                    hidden: int = 32, dirac_norm: float = 100.0, confidence: float = 0.95, guesses=None,
-                   seed: int = 0) -> TrainingAudit:
+                   seed: int = 0, fdp_claim: bool = True) -> TrainingAudit:
     """Train once with DP-SGD on ``data`` plus canaries and audit the run's claimed ε (MATH §10.6).
 
     The run is :func:`jaxpriv.train.dpsgd.train` of a :class:`CanaryModel` around an MLP (tanh, one hidden
@@ -225,6 +262,9 @@ def audit_training(data, *, epsilon: float, delta: float = 1e-5, canaries: int =
         or a sequence of (f_in, f_out) fractions in [0, 1]: for m canaries of a kind, the candidate guesses
         round(f_in·m) highest "inserted" and round(f_out·m) lowest "not inserted" (fixed before the run).
       seed: seeds the canaries, the model, the sampler and the noise (integer ≥ 0).
+      fdp_claim: also test the trainer's own claim with the one-run f-DP test (its privacy profile from
+        :func:`claim_profiles`: a p-value) and bound its noise-multiplier equivalent (:class:`NoiseBound`);
+        a few PLD compositions when q < 1, closed forms when q = 1.
 
     Returns:
       :class:`TrainingAudit`.
@@ -257,6 +297,8 @@ def audit_training(data, *, epsilon: float, delta: float = 1e-5, canaries: int =
     seed = _integer("seed", seed, 0)
     c = check_confidence(confidence)
     fractions = _fractions(guesses)
+    if not isinstance(fdp_claim, (bool, np.bool_)):
+        raise ValueError(f"fdp_claim must be True or False, got {fdp_claim!r}")
     dirac_norm = float(check_values("dirac_norm", dirac_norm, 0.0, lo_open=True).reshape(()))
     lr = float(check_values("lr", lr, 0.0, lo_open=True).reshape(()))
 
@@ -273,19 +315,20 @@ def audit_training(data, *, epsilon: float, delta: float = 1e-5, canaries: int =
     result = train(model, optax.sgd(lr), (canary_set.x, canary_set.y, x_test, np.asarray(data.y_test)), config,
                    loss_fn=canary_loss, progress=False)
 
+    plan = result.plan
+    rate, sigma = float(plan.rate[0]), float(plan.noise_parameter[0])
+    family = _Family(rate, int(result.steps), sigma, float(delta)) if fdp_claim else None
     kinds = []
     if canaries:
         scores = np.asarray(model.canary[...], np.float64)[:canaries] - before[:canaries]
-        kinds.append(_kind("gradient", scores, canary_set.gradient_inserted, delta, c, fractions, seed))
+        kinds.append(_kind("gradient", scores, canary_set.gradient_inserted, delta, c, fractions, seed, family))
     if input_canaries:
         from ..train.models import cross_entropy_loss
 
         x = np.concatenate([canary_set.input_x, np.zeros((input_canaries, 2), np.float32)], axis=1)
         losses = cross_entropy_loss(model, jax.numpy.asarray(x), jax.numpy.asarray(canary_set.input_y))
         kinds.append(_kind("input", -np.asarray(losses, np.float64), canary_set.input_inserted, delta, c,
-                           fractions, seed))
-    plan = result.plan
-    rate, sigma = float(plan.rate[0]), float(plan.noise_parameter[0])
+                           fractions, seed, family))
     mu = math.sqrt(result.steps) / sigma if rate == 1.0 else None
     return TrainingAudit(float(result.epsilon), mu, float(delta), c, tuple(kinds), result, rate, sigma)
 
@@ -304,9 +347,86 @@ def _fractions(guesses):
     return pairs
 
 
-def _kind(kind, scores, inserted, delta, confidence, fractions, seed) -> KindAudit:
+def _kind(kind, scores, inserted, delta, confidence, fractions, seed, family) -> KindAudit:
     m = scores.size
     guesses = None if fractions is None else [(int(round(a * m)), int(round(b * m))) for a, b in fractions]
     steinke = epsilon_lower_bound(scores, inserted, delta=delta, confidence=confidence, guesses=guesses, seed=seed)
     gdp = gdp_lower_bound(scores, inserted, delta=delta, confidence=confidence, guesses=guesses, seed=seed)
-    return KindAudit(kind, scores, inserted, steinke, gdp)
+    if family is None:
+        return KindAudit(kind, scores, inserted, steinke, gdp)
+    common = dict(epsilons=PROFILE_EPSILONS, confidence=confidence, guesses=guesses, seed=seed)
+    claim = claim_test(scores, inserted, deltas=family.claim, **common)
+    return KindAudit(kind, scores, inserted, steinke, gdp, claim, family.noise_bound(scores, inserted, common))
+
+
+def claim_profiles(rate: float, steps: int, sigmas) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) δ(ε) at :data:`PROFILE_EPSILONS` of DP-SGD with Poisson rate ``rate``, ``steps`` steps and
+    each noise multiplier of ``sigmas`` (K,): arrays (K, G). q = 1 is exactly √T/σ-GDP (MATH §2.1, closed
+    form, both ends equal); q < 1 is the PLD accountant's certified profile
+    (:func:`jaxpriv.accounting.delta_profile`) of the event the trainer accounts.
+
+    Example:
+      >>> import numpy as np
+      >>> from jaxpriv.audit.training import claim_profiles
+      >>> lo, up = claim_profiles(1.0, 4, [2.0, 4.0])   # μ = 1 and 0.5
+      >>> up.shape, bool((up[1] <= up[0]).all()), bool((lo == up).all())
+      ((2, 256), True, True)
+    """
+    sig = np.asarray(sigmas, np.float64).reshape(-1)
+    if rate == 1.0:
+        from ..fdp import gdp_delta
+
+        up = np.asarray(gdp_delta(math.sqrt(steps) / sig[:, None], PROFILE_EPSILONS[None, :]), np.float64)
+        return up, up
+    from .. import accounting, events
+
+    event = events.SelfComposed(events.PoissonSampled(rate, events.Gaussian(sig)), steps)
+    return accounting.delta_profile(event, PROFILE_EPSILONS)
+
+
+class _Family:
+    """The DP-SGD claims (q, T, σ') of one run: the run's own claim's profile and the coarse grid's, computed
+    once for every canary kind."""
+
+    def __init__(self, rate, steps, sigma, delta):
+        self.rate, self.steps, self.sigma, self.delta = rate, steps, sigma, delta
+        self.coarse = sigma * _COARSE
+        _, up = claim_profiles(rate, steps, np.concatenate([[sigma], self.coarse]))
+        self.claim, self.coarse_profiles = up[0], up[1:]
+
+    def noise_bound(self, scores, inserted, common) -> NoiseBound:
+        """The coarse grid's bound, refined between the two σ' that bracket it (the claims are nested and the
+        test is monotone in the claim, so the refined grid may depend on the coarse outcome; MATH §10.6)."""
+        bound = family_bound(scores, inserted, deltas=self.coarse_profiles, **common)
+        j = bound.index
+        if j == self.coarse.size:
+            return NoiseBound(math.inf, 0.0, bound)
+        sigma = float(self.coarse[j])
+        if j > 0:
+            fine = np.geomspace(self.coarse[j - 1], self.coarse[j], 17)[1:-1]
+            fine_bound = family_bound(scores, inserted, deltas=claim_profiles(self.rate, self.steps, fine)[1],
+                                      **common)
+            if fine_bound.index < fine.size:
+                sigma, bound = float(fine[fine_bound.index]), fine_bound
+        return NoiseBound(sigma, self._epsilon_lower(sigma), bound)
+
+    def _epsilon_lower(self, sigma) -> float:
+        """The lower end of DP-SGD (q, T, σ)'s ε at δ: the largest ε of a grid where the certified lower δ(ε)
+        still exceeds δ (the true ε(δ) is above it), refined once within the bracketing step."""
+        if self.rate == 1.0:
+            from ..fdp import gdp_epsilon
+
+            return float(gdp_epsilon(math.sqrt(self.steps) / sigma, self.delta))
+        lo = claim_profiles(self.rate, self.steps, [sigma])[0][0]
+        above = np.flatnonzero(lo > self.delta)
+        if above.size == 0:
+            return 0.0
+        j = int(above[-1])
+        if j + 1 == PROFILE_EPSILONS.size:
+            return float(PROFILE_EPSILONS[j])
+        from .. import accounting, events
+
+        fine = np.linspace(PROFILE_EPSILONS[j], PROFILE_EPSILONS[j + 1], 33)
+        event = events.SelfComposed(events.PoissonSampled(self.rate, events.Gaussian(sigma)), self.steps)
+        lo_fine = accounting.delta_profile(event, fine)[0]
+        return float(fine[np.flatnonzero(lo_fine > self.delta)[-1]])
