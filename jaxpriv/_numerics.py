@@ -39,6 +39,8 @@ from ._checks import check_values, in_range
 
 __all__ = [
     "use_persistent_cache",
+    "KERNEL_COMPILER_OPTIONS",
+    "kernel_jit",
     "float64",
     "is_concrete",
     "check_array",
@@ -80,6 +82,46 @@ def use_persistent_cache() -> str | None:
 
 
 use_persistent_cache()
+
+
+def _kernel_compiler_options() -> dict:
+    """XLA options for the package's numerical kernels (see :func:`kernel_jit`), for the jaxlib versions they
+    were measured on; others keep XLA's defaults (an option XLA does not know fails the compilation)."""
+    import jaxlib
+
+    if os.environ.get("JAXPRIV_KERNEL_XLA_DEFAULTS"):  # the user's way back to XLA's defaults
+        return {}
+    try:
+        version = tuple(int(part) for part in jaxlib.__version__.split(".")[:2])
+    except ValueError:
+        return {}
+    return {"xla_cpu_use_fusion_emitters": False} if (0, 10) <= version < (0, 11) else {}
+
+
+#: the options :func:`kernel_jit` compiles with (empty: XLA's defaults)
+KERNEL_COMPILER_OPTIONS = _kernel_compiler_options()
+
+
+def kernel_jit(fun, **jit_kwargs):
+    """``jax.jit`` for the package's numerical kernels (accounting, curves, mechanisms, shuffle bounds).
+
+    On the CPU they compile with XLA's elemental fusion emitter instead of its newer MLIR fusion emitters:
+    the kernels are long chains of float64 elementwise math (log-sum-exps, special functions, while loops),
+    which the elemental emitter compiles in about 30% less time (the PLD accountant's main program: 3.6 s
+    instead of 5.0 s of CPU) and runs about as fast (``bench/compile_options.py`` measures both). The real
+    math library is the same, bit for bit; complex exp/log may differ in the last bit, which moves a PLD ε by
+    ~1e-10 relative, inside the accountant's rounding allowances. Compilation is most of a new question's
+    time, and of the test suite's. The option is an XLA CPU flag; other backends ignore it. The trainer's
+    programs (convolutions, matrix products) keep XLA's defaults, and so does every kernel when the
+    environment variable ``JAXPRIV_KERNEL_XLA_DEFAULTS`` is set (read at import).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxpriv._numerics import kernel_jit
+      >>> float(kernel_jit(lambda x: jnp.log1p(x) * 2.0)(jnp.float32(0.0)))
+      0.0
+    """
+    return jax.jit(fun, compiler_options=KERNEL_COMPILER_OPTIONS or None, **jit_kwargs)
 
 
 # Validity of the traced inputs of the public call in progress (one list per thread, kept while the

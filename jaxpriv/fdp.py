@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import erf, ndtr, ndtri
 
-from ._numerics import as_output, bisect_floats, check_array, check_broadcastable, erfcx, float64, log_expm1
+from ._numerics import as_output, bisect_floats, check_array, check_broadcastable, erfcx, float64, log_expm1, kernel_jit
 
 __all__ = [
     "gaussian_tradeoff",
@@ -134,7 +134,7 @@ def _mu_jvp(primals, tangents):
     return mu, ddelta * jnp.exp(-log_dmu) + deps * jnp.exp(log_deps - log_dmu)
 
 
-@jax.jit
+@kernel_jit
 def gaussian_tradeoff_kernel(mu, alpha):
     """Jitted μ-GDP trade-off G_μ(α) = Φ(Φ⁻¹(1 − α) − μ), unvalidated (for callers inside their own
     kernels, e.g. :mod:`jaxpriv.shuffle.multinomial`; the checked API is :func:`gaussian_tradeoff`)."""
@@ -142,14 +142,14 @@ def gaussian_tradeoff_kernel(mu, alpha):
     return ndtr(-ndtri(alpha) - mu)
 
 
-@jax.jit
+@kernel_jit
 def _eps_delta_tradeoff_kernel(epsilon, delta, alpha):
     # e^ε·α as 0 at α = 0 so that e^ε = inf (ε > 709) cannot make inf·0 = NaN.
     grown = jnp.where(alpha > 0, alpha * jnp.exp(epsilon), 0.0)
     return jnp.maximum(jnp.maximum(0.0, 1 - delta - grown), jnp.exp(-epsilon) * (1 - delta - alpha))
 
 
-@partial(jax.jit, static_argnums=1)
+@partial(kernel_jit, static_argnums=1)
 def _compose_kernel(mus, axis):
     # Scale by the largest μ so that μ² cannot overflow.
     scale = jnp.max(mus, axis=axis, keepdims=True)
@@ -157,7 +157,7 @@ def _compose_kernel(mus, axis):
     return jnp.squeeze(scale, axis) * jnp.sqrt(jnp.sum((mus / scale) ** 2, axis=axis))
 
 
-@jax.jit
+@kernel_jit
 def _clt_kernel(q, sigma, steps):
     # √(e^{1/σ²} − 1) via log_expm1 (expm1 for small 1/σ², no overflow for large); μ = 0 when qT = 0
     # even if that root is inf (σ → 0), rather than 0·inf = NaN.
@@ -165,15 +165,15 @@ def _clt_kernel(q, sigma, steps):
     return jnp.where(q * steps > 0, q * jnp.sqrt(steps) * root, 0.0)
 
 
-@jax.jit
+@kernel_jit
 def gdp_delta_kernel(mu, epsilon):
     """Jitted μ-GDP δ(ε), unvalidated (for :mod:`jaxpriv.shuffle.multinomial`; the checked API is
     :func:`gdp_delta`)."""
     return jnp.exp(_log_delta_upper(mu, epsilon))
 
 
-_epsilon_jit = jax.jit(_epsilon_kernel)
-_mu_jit = jax.jit(_mu_kernel)
+_epsilon_jit = kernel_jit(_epsilon_kernel)
+_mu_jit = kernel_jit(_mu_kernel)
 
 
 # --------------------------------------------------------------------------------------------------

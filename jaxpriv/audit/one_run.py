@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import check_values
-from .._numerics import float64
+from .._numerics import float64, kernel_jit
 from .stats import binomial_pmf, check_confidence
 
 __all__ = ["OneRunBound", "ClaimTest", "FamilyBound", "check_scores", "guess_outcome", "default_guesses", "p_value",
@@ -261,7 +261,7 @@ def epsilon_lower_bound(scores, inserted, *, delta: float = 0.0, confidence: flo
                        candidates=len(pairs), method="steinke", epsilon=best[0], mu=None, delta=d)
 
 
-@jax.jit
+@kernel_jit
 def _gdp_consistent(mus, m, r, v, level):
     """Mahloujifar et al.'s test for every μ of ``mus``: True where v correct of r guesses (m canaries) are
     consistent with μ-GDP at ``level`` (the recursion runs from i = v down to 0)."""

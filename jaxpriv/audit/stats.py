@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import check_values
-from .._numerics import float64
+from .._numerics import float64, kernel_jit
 
 __all__ = ["beta_quantile", "clopper_pearson", "binomial_pmf", "binomial_tail", "check_confidence"]
 
@@ -30,7 +30,7 @@ def check_confidence(confidence) -> float:
     return float(check_values("confidence", confidence, 0.0, 1.0, lo_open=True, hi_open=True).reshape(()))
 
 
-@jax.jit
+@kernel_jit
 def _bisect(p, a, b):
     """x with I_x(a, b) = p (elementwise, float64): bisection keeps I_lo ≤ p ≤ I_hi."""
 

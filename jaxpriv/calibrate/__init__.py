@@ -21,7 +21,7 @@ import numpy as np
 from .. import events, rdp
 from .._batching import map_chunked
 from .._numerics import (SOLVE_XTOL, as_output, bisect_floats, check_array, check_broadcastable, check_orders, float64,
-                        is_concrete, solve_monotone)  # solve_monotone, bisect_floats: re-exported root finders
+                        is_concrete, kernel_jit, solve_monotone)  # solve_monotone, bisect_floats: re-exported root finders
 
 __all__ = ["calibrate", "noise_multiplier", "sampling_rate", "steps", "solve_monotone", "bisect_floats"]
 
@@ -72,7 +72,7 @@ def _sigma_core_jvp(orders_key, primals, tangents):
     return sigma, jnp.where(jnp.isfinite(sigma) & (d_eps_d_sigma != 0), d_sigma, 0.0)
 
 
-_sigma_jit = jax.jit(_sigma_core, static_argnums=(5,))
+_sigma_jit = kernel_jit(_sigma_core, static_argnums=(5,))
 
 
 def _validated(**named):
@@ -268,8 +268,8 @@ def _rate_core_jvp(orders_key, two_stage, primals, tangents):
     return q, jnp.where(interior, (d_target - d_eps_other) / d_eps_d_q, 0.0)
 
 
-_rate_jit = jax.jit(_rate_core, static_argnums=(7, 8))
-_eps_for_rate_jit = jax.jit(_eps_for_rate, static_argnums=(7, 8))
+_rate_jit = kernel_jit(_rate_core, static_argnums=(7, 8))
+_eps_for_rate_jit = kernel_jit(_eps_for_rate, static_argnums=(7, 8))
 
 
 def _rate_table(targets, params, key, two_stage, rtol, chunk_size, progress):
@@ -402,7 +402,7 @@ def _steps_kernel(target, q, sigma, delta, tables, orders_key):
     return jnp.where(eps > target, 0.0, jnp.maximum(best, 0.0))  # never return an overspending T
 
 
-_steps_jit = jax.jit(_steps_kernel, static_argnums=(5,))
+_steps_jit = kernel_jit(_steps_kernel, static_argnums=(5,))
 
 
 def steps(target_epsilon, q, sigma, delta, *, orders=None, accountant="rdp", chunk_size=None, progress=None):

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._numerics import check_array, float64, is_concrete
+from .._numerics import check_array, float64, is_concrete, kernel_jit
 
 
 
@@ -39,7 +39,7 @@ def directed_quotient(num, den, *, up: bool):
     return q + jnp.where(wrong_side, step, 0.0)
 
 
-@functools.partial(jax.jit, static_argnames=("draw", "shape", "dtype"))
+@functools.partial(kernel_jit, static_argnames=("draw", "shape", "dtype"))
 def _scaled_kernel(key, scale, draw, shape, dtype):
     return draw(key, shape, dtype) * jnp.asarray(scale).astype(dtype)
 

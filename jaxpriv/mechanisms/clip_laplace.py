@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._numerics import as_output, check_array, check_broadcastable, float64, is_concrete
+from .._numerics import as_output, check_array, check_broadcastable, float64, is_concrete, kernel_jit
 from ._common import directed_quotient
 
 __all__ = [
@@ -182,12 +182,12 @@ def mean_ratio_kernel(f, lam, A):
     return numerator / normalizer_kernel(f, lam, A)
 
 
-@jax.jit
+@kernel_jit
 def _mean_kernel(f, lam, A):
     return f * mean_ratio_kernel(f, lam, A)
 
 
-@jax.jit
+@kernel_jit
 def _variance_kernel(f, lam, A):
     x, y = (A + f) / lam, (A - f) / lam
     s = 0.5 * (_reg_lower_gamma(1, x) + _reg_lower_gamma(1, y))
@@ -223,7 +223,7 @@ def normalizer(f, lam, A):
     """
     with float64():
         f, lam, A, _ = _check_params(f, lam, A)
-        return as_output(jax.jit(normalizer_kernel)(f, lam, A))
+        return as_output(kernel_jit(normalizer_kernel)(f, lam, A))
 
 
 def log_prob(z, f, lam, A):
@@ -250,7 +250,7 @@ def log_prob(z, f, lam, A):
     with float64():
         z = check_array("z", z, allow_inf=True)
         f, lam, A, _ = _check_params(f, lam, A, z=z)
-        return as_output(jax.jit(_log_prob)(z, f, lam, A))
+        return as_output(kernel_jit(_log_prob)(z, f, lam, A))
 
 
 def cdf(z, f, lam, A):
@@ -276,7 +276,7 @@ def cdf(z, f, lam, A):
     with float64():
         z = check_array("z", z, allow_inf=True)
         f, lam, A, _ = _check_params(f, lam, A, z=z)
-        return as_output(jax.jit(_cdf)(z, f, lam, A))
+        return as_output(kernel_jit(_cdf)(z, f, lam, A))
 
 
 def mean(f, lam, A):
@@ -370,7 +370,7 @@ def local_scale(epsilon, clip):
 # ----------------------------------------------------------------------------------------------------
 
 
-@functools.partial(jax.jit, static_argnames=("shape", "dtype"))
+@functools.partial(kernel_jit, static_argnames=("shape", "dtype"))
 def sample_kernel(key, f, lam, A, shape, dtype):
     # 16-bit floats have too few mantissa bits for the uniform and log1p: compute in float32, then cast.
     work = jnp.promote_types(dtype, jnp.float32)
@@ -448,7 +448,7 @@ def sample(key, f, lam, A, shape=None, dtype=None):
 # ----------------------------------------------------------------------------------------------------
 
 
-@functools.partial(jax.jit, static_argnames="grid")
+@functools.partial(kernel_jit, static_argnames="grid")
 def _worst_log_ratio_kernel(eps, clip, A, grid):
     unit = jnp.linspace(-1.0, 1.0, grid)
 

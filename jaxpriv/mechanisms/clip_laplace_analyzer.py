@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._batching import map_chunked
-from .._numerics import as_output, check_array, float64, is_concrete
+from .._numerics import as_output, check_array, float64, is_concrete, kernel_jit
 from .clip_laplace import check_budgets, mean_ratio_kernel, sample_kernel
 
 __all__ = ["calibrate", "CalibrationTable", "TABLE_PANELS", "calibration_table", "calibrate_with_table", "sparsify"]
@@ -65,7 +65,7 @@ def _panel_breaks(lam: np.ndarray, clip: float) -> np.ndarray:
     return np.append(breaks, clip)
 
 
-@jax.jit
+@kernel_jit
 def _mixture_ratio(g, lam, weights, clip):
     """Σ_u w_u E[CLap(g, λ_u, C)]/g for a block of nodes g (N,) and budgets (B,)."""
     return jnp.sum(weights[None, :] * mean_ratio_kernel(g[:, None], lam[None, :], clip), axis=1)
@@ -97,7 +97,7 @@ def _chebyshev(coeffs, x):
     return value, d1
 
 
-@jax.jit
+@kernel_jit
 def _invert_kernel(m, coeffs, breaks, ends, panels=None):
     """g with M(g) = m; ``panels``: the number of real panels of a padded table (None: all of them)."""
     target = jnp.abs(m)
@@ -288,7 +288,7 @@ def calibrate_with_table(observed_mean, table: CalibrationTable):
 # ----------------------------------------------------------------------------------------------------
 
 
-@functools.partial(jax.jit, static_argnames="b")
+@functools.partial(kernel_jit, static_argnames="b")
 def _sparsify_kernel(key, values, eps, clip, b):
     dtype = values.dtype
     lam = (2.0 * clip / eps).astype(dtype)

@@ -11,11 +11,10 @@ APES echo sum (:func:`jaxpriv.shuffle.bounds.apes_echo_sum`) and the APES clone 
 from __future__ import annotations
 
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._numerics import as_output, check_array, check_broadcastable, float64
+from .._numerics import as_output, check_array, check_broadcastable, float64, kernel_jit
 from .clip_laplace import check_budgets, check_clip_and_range, normalizer_kernel
 
 __all__ = ["neighbor_divergence", "echo_factors_kernel", "echo_probabilities", "echo_row_sums"]
@@ -71,14 +70,14 @@ def echo_row_sums(sorted_epsilons):
     return f * below + jnp.exp(-e) + a * above
 
 
-@jax.jit
+@kernel_jit
 def _neighbor_divergence_closed(eps_i, eps_j):
     a_i, _, _, _ = echo_factors_kernel(eps_i)
     _, b_j, _, _ = echo_factors_kernel(eps_j)
     return jnp.log(a_i) + jnp.log(b_j) + jnp.maximum(eps_i, eps_j)
 
 
-@jax.jit
+@kernel_jit
 def _neighbor_divergence_alpha(eps_i, eps_j, clip, A):
     log_alpha = jnp.log(normalizer_kernel(clip, 2.0 * clip / eps_j, A)) - jnp.log(normalizer_kernel(clip, 2.0 * clip / eps_i, A))
     return log_alpha + jnp.log(eps_i / eps_j) + 0.5 * (eps_i + eps_j) + 0.5 * A / clip * jnp.abs(eps_i - eps_j)
@@ -127,7 +126,7 @@ def neighbor_divergence(eps_i, eps_j, clip=1.0, A=None):
         return as_output(_neighbor_divergence_alpha(eps_i, eps_j, clip, A))
 
 
-@jax.jit
+@kernel_jit
 def _echo_matrix(e):
     a, b, _, _ = echo_factors_kernel(e)
     return a[..., :, None] * b[..., None, :] * jnp.exp(-jnp.maximum(e[..., :, None], e[..., None, :]))

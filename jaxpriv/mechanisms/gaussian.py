@@ -29,7 +29,7 @@ import numpy as np
 
 from .. import fdp
 from .. import rdp as _rdp
-from .._numerics import as_output, check_array, check_broadcastable, float64, is_concrete
+from .._numerics import as_output, check_array, check_broadcastable, float64, is_concrete, kernel_jit
 from ._common import check_sensitivity, directed_quotient, scaled_noise
 
 __all__ = [
@@ -78,7 +78,7 @@ def sample(key, sigma, shape=(), dtype=jnp.float32):
     return scaled_noise(jax.random.normal, key, sigma, shape, dtype, "sigma")
 
 
-@jax.jit
+@kernel_jit
 def _log_prob_kernel(x, sigma):
     z = x / sigma
     return -0.5 * z * z - jnp.log(sigma) - _LOG_SQRT_2PI

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import rdp as _rdp
-from .._numerics import as_output, check_array, check_broadcastable, float64
+from .._numerics import as_output, check_array, check_broadcastable, float64, kernel_jit
 from ._common import check_sensitivity, directed_quotient, scaled_noise
 
 __all__ = ["sample", "log_prob", "mean", "variance", "rdp", "epsilon", "scale_for"]
@@ -61,7 +61,7 @@ def sample(key, scale, shape=(), dtype=jnp.float32):
     return scaled_noise(jax.random.laplace, key, scale, shape, dtype, "scale")
 
 
-@jax.jit
+@kernel_jit
 def _log_prob_kernel(x, scale):
     return -jnp.abs(x) / scale - jnp.log(scale) - _LOG2
 

@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._numerics import as_output, check_array, check_broadcastable, check_orders, float64, is_concrete
+from .._numerics import as_output, check_array, check_broadcastable, check_orders, float64, is_concrete, kernel_jit
 from .._numerics import log1mexp, log_expm1
 from ._common import check_float_dtype
 
@@ -186,7 +186,7 @@ def _flip_threshold(eps, k: int, dtype):
     return jnp.minimum(t, jnp.asarray(cap, dtype))
 
 
-@functools.partial(jax.jit, static_argnames=("k", "dtype"))
+@functools.partial(kernel_jit, static_argnames=("k", "dtype"))
 def _sample_kernel(key, x, eps, k: int, dtype):
     flip_key, other_key = jax.random.split(key)
     flip = jax.random.uniform(flip_key, x.shape, dtype) < _flip_threshold(eps, k, dtype)
@@ -332,7 +332,7 @@ def variance(x, epsilon, k=2):
 # ----------------------------------------------------------------------------------------------------
 
 
-@jax.jit
+@kernel_jit
 def _rdp_kernel(eps, orders, k):
     # D_α(P‖Q) for the output laws of two inputs x ≠ x':
     #   Σ_y P^α Q^{1−α} = q(e^{αε} + e^{−(α−1)ε} + k − 2), q = 1/(e^ε + k − 1),
@@ -387,7 +387,7 @@ def _check_population(epsilon):
     return eps
 
 
-@functools.partial(jax.jit, static_argnames=("k",))
+@functools.partial(kernel_jit, static_argnames=("k",))
 def _estimate_kernel(counts, n, sum_q, k: int):
     # Σ_i (p_i − q_i) = Σ_i (1 − k q_i) = n − k Σ q_i.
     return (counts - sum_q[..., None]) / (n - k * sum_q)[..., None]
@@ -443,7 +443,7 @@ def estimate_frequencies(counts, epsilon):
         return as_output(_estimate_kernel(counts, totals, sum_q, k))
 
 
-@functools.partial(jax.jit, static_argnames=("k",))
+@functools.partial(kernel_jit, static_argnames=("k",))
 def _moments_kernel(x, eps, k: int):
     q = jnp.exp(_log_q(eps, k))
     w = q * jnp.expm1(eps)  # p − q, without cancellation

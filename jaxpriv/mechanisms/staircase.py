@@ -20,7 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._numerics import as_output, check_array, check_broadcastable, check_orders, float64, is_concrete, log1mexp
+from .._numerics import (as_output, check_array, check_broadcastable, check_orders, float64, is_concrete, log1mexp,
+                         kernel_jit)
 
 __all__ = [
     "optimal_gamma",
@@ -81,7 +82,7 @@ def _log_a_delta(epsilon, gamma):
 # ------------------------------------------------------------------------------------------------------
 
 
-@jax.jit
+@kernel_jit
 def _log_prob(x, epsilon, gamma, sensitivity):
     u = jnp.abs(x) / sensitivity
     k = jnp.floor(u)
@@ -116,7 +117,7 @@ def log_prob(x, epsilon, gamma=None, sensitivity=1.0):
         return as_output(_log_prob(x, epsilon, gamma, sensitivity))
 
 
-@jax.jit
+@kernel_jit
 def _tail(y, epsilon, gamma, sensitivity):
     """P(X > y) for y ≥ 0, as a sum of positive terms (no cancellation deep in the tail):
     a'b^k[(γ − r) + c] for r < γ and a'b^{k+1}[(1 − r + γ) + c] for r ≥ γ, with y = (k + r)Δ,
@@ -162,7 +163,7 @@ def cdf(x, epsilon, gamma=None, sensitivity=1.0):
 # ------------------------------------------------------------------------------------------------------
 
 
-@functools.partial(jax.jit, static_argnames=("shape", "dtype"))
+@functools.partial(kernel_jit, static_argnames=("shape", "dtype"))
 def _sample(key, epsilon, gamma, sensitivity, shape, dtype):
     """MATH §4.2 sampler from two 32-bit words per sample.
 
@@ -263,7 +264,7 @@ def mean(epsilon, gamma=None, sensitivity=1.0):
         return as_output(jnp.zeros(jnp.broadcast_shapes(epsilon.shape, gamma.shape, sensitivity.shape)))
 
 
-@jax.jit
+@kernel_jit
 def _variance(epsilon, gamma, sensitivity):
     b = jnp.exp(-epsilon)
     c = 1.0 / jnp.expm1(epsilon)  # E[G] = b/(1−b)

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._numerics import (round_up, check_array, check_broadcastable, check_orders, float64, is_concrete, as_output,
-                         log1mexp, log1p)
+                         log1mexp, log1p, kernel_jit)
 
 __all__ = ["DP_ACCOUNTING_ORDERS", "DEFAULT_ORDERS", "gaussian_kernel", "gaussian", "laplace_kernel",
            "laplace", "orders_array", "compose", "to_epsilon_kernel", "to_epsilon", "to_delta"]
@@ -218,10 +218,10 @@ def _to_log_delta(rdp, orders, epsilon):
 
 # One compiled program per call shape, orders a runtime argument: evaluated op by op instead, a first call
 # compiled some thirty one-operation programs (0.1 s each).
-_to_epsilon_jit = jax.jit(to_epsilon_kernel, static_argnames=("conversion",))
+_to_epsilon_jit = kernel_jit(to_epsilon_kernel, static_argnames=("conversion",))
 
 
-@jax.jit
+@kernel_jit
 def _to_delta_jit(rdp, orders, epsilon):
     log_delta, best = _to_log_delta(rdp, orders, epsilon)
     return jnp.exp(log_delta), best

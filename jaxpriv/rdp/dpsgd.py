@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._numerics import log1p
+from .._numerics import log1p, kernel_jit
 from .curves import orders_array, to_epsilon_kernel
 from .series import REFINE_MAX_ORDER, subsampled_gaussian_at
 from .program import curve_tables, exact_curve, subsampled_gaussian_kernel
@@ -33,7 +33,7 @@ def dpsgd_epsilon_kernel(q, sigma, steps, delta, orders_key: tuple, conversion: 
     return to_epsilon_kernel(curve, orders, delta, conversion)
 
 
-@functools.partial(jax.jit, static_argnames=("conversion",))
+@functools.partial(kernel_jit, static_argnames=("conversion",))
 def _dpsgd_epsilon_program(q, sigma, steps, delta, tables, orders, conversion: str = "improved"):
     return to_epsilon_kernel(exact_curve(q, sigma, tables) * steps[:, None], orders, delta, conversion)
 
@@ -86,7 +86,7 @@ def _refine(q, sigma, steps, delta, eps_grid, best, orders, iterations: int):
     return jnp.where(use, eps_ref, eps_grid), jnp.where(use, alpha, best)
 
 
-_refine_jit = jax.jit(_refine, static_argnames=("iterations",))
+_refine_jit = kernel_jit(_refine, static_argnames=("iterations",))
 
 
 def dpsgd_epsilon_refined_kernel(q, sigma, steps, delta, orders_key: tuple, iterations: int = 48):

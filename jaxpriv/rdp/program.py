@@ -16,7 +16,7 @@ import numpy as np
 
 from .._batching import map_chunked
 from .._numerics import (EPS64, round_up, check_array, check_broadcastable, check_orders, float64, is_concrete,
-                         as_output, log_normal_cdf, log1p)
+                         as_output, log_normal_cdf, log1p, kernel_jit)
 from .curves import gaussian_kernel
 from .series import CVZ_TERMS, CVZ_WEIGHTS, LOG_CVZ_ERROR, log_abs_binom, log_binomial_row
 
@@ -435,7 +435,7 @@ def _curve_jvp(primals, tangents):
     return rho, by_q * dq[:, None] + by_sigma * dsigma[:, None]
 
 
-_curve_jit = jax.jit(exact_curve)
+_curve_jit = kernel_jit(exact_curve)
 
 
 def curve_tables(orders_key: tuple):

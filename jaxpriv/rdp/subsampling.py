@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._numerics import (round_up, check_array, check_broadcastable, check_orders, float64, is_concrete, as_output,
-                         log_expm1, log1p)
+                         log_expm1, log1p, kernel_jit)
 from .curves import orders_array, to_epsilon_kernel
 from .series import CPU_BLOCK, integer_groups, log_am1_binomial
 from .program import subsampled_gaussian_kernel
@@ -61,7 +61,7 @@ def _two_stage_of_curve(curve, steps, client_rate, rounds, orders):
     return rounds[:, None] * _client_sampled(curve * steps[:, None], client_rate[:, None], orders)
 
 
-_two_stage_of_curve_jit = jax.jit(_two_stage_of_curve)
+_two_stage_of_curve_jit = kernel_jit(_two_stage_of_curve)
 
 
 def two_stage_curve_kernel(q, sigma, steps, client_rate, rounds, orders_key: tuple, tables=None):
@@ -206,7 +206,7 @@ def _mix_columns(x, weights: np.ndarray):
     return jnp.where(infinite.astype(x.dtype) @ (weights > 0).astype(x.dtype) > 0, jnp.inf, finite)
 
 
-@functools.partial(jax.jit, static_argnames=("orders_key",))
+@functools.partial(kernel_jit, static_argnames=("orders_key",))
 def subsampled_kernel(q, base_int, base_at, orders_key: tuple):
     """Flat (N,) configurations, in blocks of 128 on CPU (the binomial tables of large orders are big)."""
     n = q.shape[0]

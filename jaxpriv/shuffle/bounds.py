@@ -38,7 +38,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import gammaln
 
-from .._numerics import as_output, check_array, check_broadcastable, check_orders, float64, is_concrete, log_expm1
+from .._numerics import (as_output, check_array, check_broadcastable, check_orders, float64, is_concrete, log_expm1,
+                         kernel_jit)
 from ..mechanisms.echo import echo_factors_kernel, echo_row_sums  # the echo probabilities (APES Lemma 4)
 
 __all__ = [
@@ -117,7 +118,7 @@ def _fmt22_valid(eps0, n, delta):
     return eps0 <= jnp.log(n) - jnp.log(16.0 * (_LOG2 - jnp.log(delta)))
 
 
-@jax.jit
+@kernel_jit
 def _fmt22_kernel(eps0, n, delta):
     valid = _fmt22_valid(eps0, n, delta)
     e0 = jnp.where(valid, eps0, 1.0)  # keep the untaken branch finite (no NaN gradients)
@@ -174,7 +175,7 @@ _EFMRTT_MIN_N = 1000.0
 _EFMRTT_MAX_DELTA = 0.01
 
 
-@jax.jit
+@kernel_jit
 def _erlingsson_kernel(eps0, n, delta):
     valid = (eps0 <= _EFMRTT_MAX_EPS0) & (n >= _EFMRTT_MIN_N) & (delta <= _EFMRTT_MAX_DELTA)
     eps = 12.0 * eps0 * jnp.sqrt(-jnp.log(delta) / n) * _UP
@@ -240,7 +241,7 @@ def _echo_row(e_i, e):
     return jnp.sum(a_i * b * jnp.exp(-jnp.maximum(e_i, e)), axis=-1)
 
 
-@partial(jax.jit, static_argnames="worst")
+@partial(kernel_jit, static_argnames="worst")
 def _echo_sum_kernel(eps, target, worst):
     """S = Σ_{i≠t} Σ_j p_ij / n in O(n log n) (the rows of :func:`~jaxpriv.mechanisms.echo.echo_row_sums`),
     rounded down by its summation error bound."""
@@ -316,7 +317,7 @@ def _apes_valid(s, delta_s):
     return s >= 16.0 * (_LOG4 - jnp.log(delta_s))
 
 
-@jax.jit
+@kernel_jit
 def _apes_kernel(s, eps_star, delta_s):
     valid = _apes_valid(s, delta_s)
     s_safe = jnp.where(valid, s, 1.0)
@@ -375,7 +376,7 @@ def apes_theorem4(local_epsilons, delta_s, *, target=None):
         return as_output(out)
 
 
-@jax.jit
+@kernel_jit
 def _sapes_kernel(eps_c, delta_c, b, delta_prime):
     finite = jnp.isfinite(eps_c)
     e = jnp.where(finite, eps_c, 0.0)
@@ -425,7 +426,7 @@ def sapes_proposition1(eps_c, delta_c, b, delta_prime):
 # ----------------------------------------------------------------------------------------------------
 
 
-@jax.jit
+@kernel_jit
 def _gspa_kernel(eps, deltas):
     # (1−δ_i)/(1+e^{ε_i}) = (1−δ_i)·e^{−softplus(ε_i)}, no overflow for large ε_i.
     w = (1.0 - deltas) * jnp.exp(-jax.nn.softplus(eps))
@@ -521,7 +522,7 @@ def _check_integer_orders(orders) -> np.ndarray:
     return arr
 
 
-@partial(jax.jit, static_argnames="upper")
+@partial(kernel_jit, static_argnames="upper")
 def _girgis_kernel(eps0, n, orders, upper):
     e = eps0[..., None]
     log_pairs = jnp.log(orders) + jnp.log(orders - 1.0) - _LOG2  # log C(α, 2)
@@ -584,7 +585,7 @@ def girgis_rdp_lower(eps0, n, orders):
     return _girgis(eps0, n, orders, upper=False)
 
 
-@jax.jit
+@kernel_jit
 def _girgis_theorem1_kernel(eps0, n, orders, j):
     e = eps0[..., None, None]  # batch + (orders, j)
     alpha = orders[:, None]

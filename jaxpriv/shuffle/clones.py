@@ -56,7 +56,7 @@ from scipy.special import expit
 
 from .._batching import map_chunked, power_of_two, static_size
 from .._numerics import (as_output, check_array, check_broadcastable, float64, is_concrete, log1mexp, log_expm1,
-                         solve_monotone)
+                         solve_monotone, kernel_jit)
 
 __all__ = ["clones_delta", "clones_epsilon", "CLONES", "gspa_clone_probabilities"]
 
@@ -270,7 +270,7 @@ def _log_delta(eps0, eps, values, valid, log_w, dropped, anchor: int, w_rel_err=
     return jnp.where(active, jnp.minimum(log_total, 0.0), -jnp.inf)
 
 
-@functools.partial(jax.jit, static_argnames=("window", "anchor", "clones"))
+@functools.partial(kernel_jit, static_argnames=("window", "anchor", "clones"))
 def _delta_kernel(eps0, n, eps, *, window: int, anchor: int, clones: str):
     values, valid, log_w, dropped = _window(eps0, n, window, clones)
     return jnp.exp(_log_delta(eps0, eps, values, valid, log_w, dropped, anchor))
@@ -300,7 +300,7 @@ def _solve_epsilon(eps0, delta, start, values, valid, log_w, dropped, anchor: in
     return jnp.where(zero_ok, 0.0, jnp.where(found, eps, eps0))
 
 
-@functools.partial(jax.jit, static_argnames=("window", "anchor", "clones"))
+@functools.partial(kernel_jit, static_argnames=("window", "anchor", "clones"))
 def _epsilon_kernel(eps0, n, delta, *, window: int, anchor: int, clones: str):
     values, valid, log_w, dropped = _window(eps0, n, window, clones)
     return _solve_epsilon(eps0, delta, _start(eps0, n, delta), values, valid, log_w, dropped, anchor)
@@ -317,13 +317,13 @@ def _pmf_window(lo, top, log_pmf):
     return values, valid, jnp.where(valid, log_pmf, -jnp.inf)
 
 
-@functools.partial(jax.jit, static_argnames=("anchor",))
+@functools.partial(kernel_jit, static_argnames=("anchor",))
 def _pmf_delta_kernel(eps0, lo, top, log_pmf, w_rel_err, dropped, eps, *, anchor: int):
     values, valid, log_w = _pmf_window(lo, top, log_pmf)
     return jnp.exp(_log_delta(eps0, eps, values, valid, log_w, dropped, anchor, w_rel_err))
 
 
-@functools.partial(jax.jit, static_argnames=("anchor",))
+@functools.partial(kernel_jit, static_argnames=("anchor",))
 def _pmf_epsilon_kernel(eps0, lo, top, log_pmf, w_rel_err, dropped, delta, *, anchor: int):
     values, valid, log_w = _pmf_window(lo, top, log_pmf)
     mean = jnp.sum(jnp.exp(log_w) * values, axis=1)

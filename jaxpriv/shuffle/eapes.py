@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -17,7 +16,7 @@ from jax.scipy.special import ndtr, ndtri
 
 from .. import fdp
 from .._batching import map_chunked
-from .._numerics import bisect_floats, check_array, check_broadcastable, float64
+from .._numerics import bisect_floats, check_array, check_broadcastable, float64, kernel_jit
 from .multinomial import check_clone_probabilities
 
 __all__ = ["eapes_mu", "eapes_tradeoff", "eapes_delta", "eapes_epsilon"]
@@ -118,9 +117,9 @@ def _epsilon_kernel(mu, tau, dm, delta):
     return (jnp.where(ok_hi, out, jnp.inf),)
 
 
-_tradeoff_jit = jax.jit(_tradeoff_kernel)
-_delta_jit = jax.jit(_delta_kernel)
-_epsilon_jit = jax.jit(_epsilon_kernel)
+_tradeoff_jit = kernel_jit(_tradeoff_kernel)
+_delta_jit = kernel_jit(_delta_kernel)
+_epsilon_jit = kernel_jit(_epsilon_kernel)
 
 
 def _batched(kernel, mu: float, shape, *arrays) -> np.ndarray:

@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._numerics import as_output, check_array, float64
+from .._numerics import as_output, check_array, float64, kernel_jit
 from ..mechanisms import laplace
 from ..mechanisms import randomized_response as rr
 
@@ -80,7 +80,7 @@ def _run_trials(one_trial, key, trials):
 # ----------------------------------------------------------------------------------------------------
 
 
-@functools.partial(jax.jit, static_argnames=("trials",))
+@functools.partial(kernel_jit, static_argnames=("trials",))
 def _mean_kernel(key, x, scales, trials):
     def one_trial(k, shuffle):
         noise_key, shuffle_key = jax.random.split(k)
@@ -145,7 +145,7 @@ def mean_estimation(key, x, epsilon, sensitivity=1.0, *, trials=None):
 # ----------------------------------------------------------------------------------------------------
 
 
-@functools.partial(jax.jit, static_argnames=("trials",))
+@functools.partial(kernel_jit, static_argnames=("trials",))
 def _count_kernel(key, x, eps, trials):
     def one_trial(k, shuffle):
         rr_key, shuffle_key = jax.random.split(k)

@@ -42,13 +42,12 @@ import functools
 import math
 from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
 from .._batching import static_size
-from .._numerics import check_array, float64
+from .._numerics import check_array, float64, kernel_jit
 from .clones import gspa_clone_probabilities, log_half_pmf
 from .poisson_binomial import poisson_binomial_logpmf
 
@@ -179,7 +178,7 @@ def _block_rows(order: int, width: int) -> int:
     return min(1 << (fit.bit_length() - 1), 1 << (width - 1).bit_length())
 
 
-@functools.partial(jax.jit, static_argnames=("width", "rows", "mode"))
+@functools.partial(kernel_jit, static_argnames=("width", "rows", "mode"))
 def _window_kernel(log_c, c_off, c_len, lo, size, gauss, nodes, weights, x0, wx, y0, wy, *,
                    width: int, rows: int, mode: str):
     """Streams over blocks of ``rows`` rows of the padded window and returns, by ``mode``:
@@ -209,7 +208,7 @@ def _window_kernel(log_c, c_off, c_len, lo, size, gauss, nodes, weights, x0, wx,
     return jnp.max(out)
 
 
-@functools.partial(jax.jit, static_argnames=("width",))
+@functools.partial(kernel_jit, static_argnames=("width",))
 def _lattice_kernel(log_c, c_off, c_len, lo, size, *, width: int):
     return _lattice_rows(jnp.arange(width), log_c, c_off, c_len, lo, size, width)
 

@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._batching import power_of_two, static_size
-from .._numerics import check_array, float64
+from .._numerics import check_array, float64, kernel_jit
 
 __all__ = ["poisson_binomial_logpmf", "PoissonBinomialWindow"]
 
@@ -149,7 +149,7 @@ def _frequencies(size: int):
     return k, omega, jnp.sin(0.5 * omega) ** 2, jnp.sin(omega)
 
 
-@functools.partial(jax.jit, static_argnames=("size", "group_chunk"))
+@functools.partial(kernel_jit, static_argnames=("size", "group_chunk"))
 def _char_kernel(logit_p, m, theta, *, size: int, group_chunk: int):
     """(log|φ_θ|, arg φ_θ) of the full law for every tilt, shape (T, N/2+1): one pass over the groups."""
     k, omega, s2, sinw = _frequencies(size)
@@ -166,7 +166,7 @@ def _char_kernel(logit_p, m, theta, *, size: int, group_chunk: int):
     return re, im
 
 
-@functools.partial(jax.jit, static_argnames=("size", "width"))
+@functools.partial(kernel_jit, static_argnames=("size", "width"))
 def _tilted_kernel(re, im, theta, k_rows, lo, logit_r, groups, *, size: int, width: int):
     """Rows r (leave one user with logit_r out; −inf = none), tilts t: (log f estimate, rel error)."""
     k, omega, s2, sinw = _frequencies(size)
