@@ -249,3 +249,16 @@ def test_the_scanner_sees_an_upward_import(tmp_path, monkeypatch):
     imports, _, _ = _scan("jaxpriv.mechanisms.probe")
     assert [target for _, target in imports] == ["jaxpriv.shuffle.rounds"]
     assert layer_of("jaxpriv.shuffle.rounds") > layer_of("jaxpriv.mechanisms.probe")
+
+
+#: packages whose programs keep XLA's default options: the trainer and what runs models (convolutions and
+#: matrix products), not long chains of elementwise float64 math
+_DEFAULT_JIT = ("jaxpriv.train", "jaxpriv.federated", "jaxpriv.reproduce", "jaxpriv.mf", "jaxpriv._numerics")
+
+
+def test_numerical_kernels_compile_through_kernel_jit():
+    """Every jit of the accounting, curve, mechanism and shuffle code goes through _numerics.kernel_jit (its
+    compiler options), so that no kernel silently compiles with the slower defaults."""
+    direct = [name for name, path in MODULES.items() if not name.startswith(_DEFAULT_JIT)
+              and "jax.jit" in path.read_text()]
+    assert direct == [], f"use _numerics.kernel_jit instead of jax.jit in {direct}"

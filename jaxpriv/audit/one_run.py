@@ -350,7 +350,7 @@ def gdp_lower_bound(scores, inserted, *, delta: float = 1e-5, confidence: float 
 # --------------------------------------------------------------------------------------------------
 
 
-@jax.jit
+@kernel_jit
 def _profile_consistent(eps, deltas, tau, m, r, v):
     """Mahloujifar et al.'s recursion for B claims at once: ``deltas`` (B, G) the claims' δ at the ε of
     ``eps`` (G,), ``tau`` (B,) their levels; True where v correct of r guesses (m canaries) are consistent.
