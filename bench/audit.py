@@ -5,9 +5,11 @@
 1. **Claim vs audit** — for each ε, one run of the trainer on digits with gradient (Dirac) and input
    canaries (``jaxpriv.audit.audit_training``, full batch: q = 1, so the run is exactly √T/σ-GDP), at 95%
    confidence: the claimed ε (the trainer's RDP accountant), the Steinke et al. (ε, δ) bound and the GDP
-   bound (μ and its ε) for each kind of canary, and the gap. Check: every bound ≤ the claim.
+   bound (μ and its ε) for each kind of canary, and the gap; for the gradient canaries also the one-run f-DP
+   test of the trainer's own claim (its p-value) and the noise-multiplier bound σ_ub (every DP-SGD claim with
+   σ' ≥ σ_ub is rejected; MATH §10.6). Check: every bound ≤ the claim.
 2. **Planted faults** (``--faults``) — the faults of ``tests/audit_faults.py`` at the tests' settings; check:
-   the audited bound exceeds the claim for each.
+   the audited bound exceeds the claim for each, and the f-DP test rejects the claim (p < 1 − confidence).
 
 Prints markdown tables; exits with status 1 if a check fails.
 """
@@ -36,6 +38,11 @@ def _row(name, audit, seconds):
         cells += ["-", "-"] if k is None else [f"{k.steinke.epsilon:.3f} ({k.steinke.correct}/{k.steinke.guesses})",
                                                f"{k.gdp.mu:.3f} / {k.gdp.epsilon:.3f}"]
     best = _best(audit)
+    grad = kinds.get("gradient")
+    if grad is not None and grad.claim is not None:  # the f-DP test of the trainer's own claim (MATH §10.6)
+        cells += [f"{grad.claim.p_value:.2g}", f"{grad.noise.sigma:.3g} ({audit.plan_sigma:.3g})"]
+    else:
+        cells += ["-", "-"]
     cells += [f"{best:.3f}", f"{audit.claimed_epsilon - best:.3f}", "yes" if best > audit.claimed_epsilon else "no",
               f"{seconds:.1f}"]
     return "| " + " | ".join(cells) + " |"
@@ -47,8 +54,9 @@ def _best(audit) -> float:
 
 
 HEADER = ("| run | claimed ε | claimed μ | gradient: ε lb (correct/guesses) | gradient: μ lb / its ε | "
-          "input: ε lb | input: μ lb / its ε | best lb | gap | lb > claim | s |\n"
-          "|---|---|---|---|---|---|---|---|---|---|---|")
+          "input: ε lb | input: μ lb / its ε | gradient: claim's f-DP p | gradient: σ_ub (run's σ) | best lb | gap | "
+          "lb > claim | s |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def main() -> int:
@@ -69,6 +77,7 @@ def main() -> int:
         print(_row(f"ε = {eps:g}", audit, seconds), flush=True)
         rows.append({"run": f"epsilon={eps:g}", **audit.to_json(), "seconds": seconds})
         ok &= _best(audit) <= audit.claimed_epsilon
+        ok &= audit.claim_p_value is None or audit.claim_p_value >= 1.0 - audit.confidence  # claim not rejected
         if audit.claimed_mu is not None:
             ok &= all(k.gdp.mu <= audit.claimed_mu for k in audit.kinds)
     if args.faults:
@@ -88,6 +97,7 @@ def main() -> int:
             rows.append({"run": fault, "settings": {k: v for k, v in settings.items()}, **audit.to_json(),
                          "seconds": seconds})
             ok &= _best(audit) > audit.claimed_epsilon
+            ok &= audit.claim_p_value is not None and audit.claim_p_value < 1.0 - audit.confidence
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(rows, f, indent=2, default=str)

@@ -24,6 +24,7 @@ independent seeds from one user seed), and the library's root finders, :func:`so
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import threading
@@ -121,7 +122,28 @@ def kernel_jit(fun, **jit_kwargs):
       >>> float(kernel_jit(lambda x: jnp.log1p(x) * 2.0)(jnp.float32(0.0)))
       0.0
     """
-    return jax.jit(fun, compiler_options=KERNEL_COMPILER_OPTIONS or None, **jit_kwargs)
+    return _KernelJit(fun, jit_kwargs)
+
+
+class _KernelJit:
+    """A kernel's two jitted forms: with :data:`KERNEL_COMPILER_OPTIONS` when called at the top level, and
+    plain when traced inside another program (JAX takes compiler options on top-level programs only; there
+    the kernel is inlined into its caller, which is compiled as one). Attributes (``lower``, ``trace``, ...)
+    are the top-level form's."""
+
+    def __init__(self, fun, jit_kwargs):
+        self._plain = jax.jit(fun, **jit_kwargs)
+        self._top = (jax.jit(fun, compiler_options=KERNEL_COMPILER_OPTIONS, **jit_kwargs) if KERNEL_COMPILER_OPTIONS
+                     else self._plain)
+        functools.update_wrapper(self, fun)
+
+    def __call__(self, *args, **kwargs):
+        from jax._src import core  # the trace stack has no public accessor
+
+        return (self._top if core.trace_ctx.is_top_level() else self._plain)(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._top, name)
 
 
 # Validity of the traced inputs of the public call in progress (one list per thread, kept while the
