@@ -103,7 +103,7 @@ def _kernel_compiler_options() -> dict:
 KERNEL_COMPILER_OPTIONS = _kernel_compiler_options()
 
 
-def kernel_jit(fun, **jit_kwargs):
+def kernel_jit(fun, *, xla_defaults: bool = False, **jit_kwargs):
     """``jax.jit`` for the package's numerical kernels (accounting, curves, mechanisms, shuffle bounds).
 
     On the CPU they compile with XLA's elemental fusion emitter instead of its newer MLIR fusion emitters:
@@ -114,7 +114,9 @@ def kernel_jit(fun, **jit_kwargs):
     ~1e-10 relative, inside the accountant's rounding allowances. Compilation is most of a new question's
     time, and of the test suite's. The option is an XLA CPU flag; other backends ignore it. The trainer's
     programs (convolutions, matrix products) keep XLA's defaults, and so does every kernel when the
-    environment variable ``JAXPRIV_KERNEL_XLA_DEFAULTS`` is set (read at import).
+    environment variable ``JAXPRIV_KERNEL_XLA_DEFAULTS`` is set (read at import), and a kernel declared with
+    ``xla_defaults=True``: one whose long summation loops run faster with the newer emitter's code (the
+    shuffle clone sums, 16% slower warm with the option, ``bench/compile_options.py``).
 
     Example:
       >>> import jax.numpy as jnp
@@ -122,7 +124,7 @@ def kernel_jit(fun, **jit_kwargs):
       >>> float(kernel_jit(lambda x: jnp.log1p(x) * 2.0)(jnp.float32(0.0)))
       0.0
     """
-    return _KernelJit(fun, jit_kwargs)
+    return jax.jit(fun, **jit_kwargs) if xla_defaults else _KernelJit(fun, jit_kwargs)
 
 
 class _KernelJit:

@@ -270,7 +270,7 @@ def _log_delta(eps0, eps, values, valid, log_w, dropped, anchor: int, w_rel_err=
     return jnp.where(active, jnp.minimum(log_total, 0.0), -jnp.inf)
 
 
-@functools.partial(kernel_jit, static_argnames=("window", "anchor", "clones"))
+@functools.partial(kernel_jit, xla_defaults=True, static_argnames=("window", "anchor", "clones"))
 def _delta_kernel(eps0, n, eps, *, window: int, anchor: int, clones: str):
     values, valid, log_w, dropped = _window(eps0, n, window, clones)
     return jnp.exp(_log_delta(eps0, eps, values, valid, log_w, dropped, anchor))
@@ -300,7 +300,7 @@ def _solve_epsilon(eps0, delta, start, values, valid, log_w, dropped, anchor: in
     return jnp.where(zero_ok, 0.0, jnp.where(found, eps, eps0))
 
 
-@functools.partial(kernel_jit, static_argnames=("window", "anchor", "clones"))
+@functools.partial(kernel_jit, xla_defaults=True, static_argnames=("window", "anchor", "clones"))
 def _epsilon_kernel(eps0, n, delta, *, window: int, anchor: int, clones: str):
     values, valid, log_w, dropped = _window(eps0, n, window, clones)
     return _solve_epsilon(eps0, delta, _start(eps0, n, delta), values, valid, log_w, dropped, anchor)
@@ -317,13 +317,13 @@ def _pmf_window(lo, top, log_pmf):
     return values, valid, jnp.where(valid, log_pmf, -jnp.inf)
 
 
-@functools.partial(kernel_jit, static_argnames=("anchor",))
+@functools.partial(kernel_jit, xla_defaults=True, static_argnames=("anchor",))
 def _pmf_delta_kernel(eps0, lo, top, log_pmf, w_rel_err, dropped, eps, *, anchor: int):
     values, valid, log_w = _pmf_window(lo, top, log_pmf)
     return jnp.exp(_log_delta(eps0, eps, values, valid, log_w, dropped, anchor, w_rel_err))
 
 
-@functools.partial(kernel_jit, static_argnames=("anchor",))
+@functools.partial(kernel_jit, xla_defaults=True, static_argnames=("anchor",))
 def _pmf_epsilon_kernel(eps0, lo, top, log_pmf, w_rel_err, dropped, delta, *, anchor: int):
     values, valid, log_w = _pmf_window(lo, top, log_pmf)
     mean = jnp.sum(jnp.exp(log_w) * values, axis=1)
