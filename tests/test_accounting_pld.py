@@ -679,3 +679,21 @@ def test_corner_settings_finite(corner, full):
         assert exact <= eps <= 1.01 * exact
     else:
         assert eps <= rdp * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("epsilon, match", [
+    ([-0.5, 1.0], r"epsilon must lie in \[0.0, inf"),
+    ([0.5, float("nan")], "epsilon contains NaN"),
+    ([[0.5, 1.0]], r"epsilon must be a 1-D array of at least one value in \[0, inf\), got shape \(1, 2\)"),
+    ([], r"epsilon is empty; epsilon must lie in \[0.0, inf\)"),
+])
+def test_delta_profile_rejects_a_bad_epsilon_grid(epsilon, match):
+    """accounting.delta_profile: each invalid ε grid is a ValueError naming epsilon and its range, before any
+    composition."""
+    with pytest.raises(ValueError, match=match):
+        accounting.delta_profile(ev.SelfComposed(ev.Gaussian(2.0), 4), epsilon)
+
+
+def test_delta_profile_rejects_an_invalid_event():
+    with pytest.raises(ValueError, match="sigma"):
+        accounting.delta_profile(ev.SelfComposed(ev.Gaussian(-1.0), 4), [1.0])
