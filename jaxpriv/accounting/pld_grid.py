@@ -35,6 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._batching import map_rows
 from .._numerics import kernel_jit
 from ..events import laws
 
@@ -312,7 +313,7 @@ def _probe_one(event, add):
 def probe(steps, add):
     """Pass 1 over rows: for each step of the (flattened) event, (rows, 2 + len(LAMBDAS) + 3) — see
     :func:`_probe_one`. ``steps``: the list of step events (numbers of shape (rows,)); ``add``: (rows,)."""
-    return [jax.vmap(_probe_one)(step, add) for step in steps]
+    return [map_rows(_probe_one, step, add) for step in steps]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -563,4 +564,4 @@ def evaluate(steps, starts, used, counts, h, window_start, lam_up, lam_dn, eta, 
         return _row(step_events, step_starts, step_used, step_counts, hh, w0, l_up, l_dn, e, x, reach_ends, a, query,
                     pmf, N)
 
-    return jax.vmap(one)(steps, starts, used, counts, h, window_start, lam_up, lam_dn, eta, value, reach, add)
+    return map_rows(one, steps, starts, used, counts, h, window_start, lam_up, lam_dn, eta, value, reach, add)
