@@ -598,6 +598,29 @@ def test_best_is_exactly_the_smaller_of_rdp_and_the_interval_upper_end(monkeypat
     assert (best <= upper2).all()
 
 
+def test_a_setting_on_the_largest_grid_is_not_recomputed(monkeypatch):
+    """A refinement round asks a finer h, but a setting whose grid is already MAX_GRID in both directions
+    would get the same grid again: the interval keeps its first (valid, wider) round and runs no other."""
+    from jaxpriv.accounting import pld as pld_module
+
+    event = dpsgd(np.array([0.01, 0.1]), np.array([1.0, 2.0]), 20)  # the batch above: no new programs
+    rounds = []
+    real = pld_module._interval_at
+    monkeypatch.setattr(pld_module, "_interval_at", lambda *a: rounds.append(a[1].size) or real(*a))
+    lower, upper = accounting.epsilon_interval(event, 1e-5)
+    width = (upper - lower) / upper
+    monkeypatch.setattr(pld_module, "INTERVAL_TOLERANCE", 0.5 * float(width.min()))  # both would be refined
+    rounds.clear()
+    accounting.epsilon_interval(event, 1e-5)
+    assert rounds[:2] == [2, 2]  # refined while a finer grid exists
+    monkeypatch.setattr(pld_module, "MAX_GRID", pld_module.MIN_GRID)  # every grid is the largest
+    rounds.clear()
+    lower_max, upper_max = accounting.epsilon_interval(event, 1e-5)
+    assert rounds == [2]  # one round, no useless second
+    # another grid, so another interval; both certified, so each overlaps the other (the truth is in both)
+    assert (lower_max <= upper).all() and (lower <= upper_max).all()
+
+
 @pytest.mark.slow
 def test_best_is_min_of_both_on_a_batch(full):
     q = np.array([[0.005], [0.02], [0.2]]) if full else np.array([[0.02], [0.2]])

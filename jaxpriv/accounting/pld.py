@@ -101,7 +101,7 @@ def interval(event, value, *, query: str, discretization=None, tolerance=None, c
     if not components(event):  # nothing released: ε = 0 at every δ, δ = 0 at every ε
         return np.zeros(B), np.zeros(B)
     fixed = None if discretization is None else np.full(B, float(discretization))
-    upper, low, h = _interval_at(event, value, fixed, query, chunk_size, progress)
+    upper, low, h, N = _interval_at(event, value, fixed, query, chunk_size, progress)
     if tolerance is None or discretization is not None:
         return upper, low
     before = np.full(B, np.inf)
@@ -109,15 +109,17 @@ def interval(event, value, *, query: str, discretization=None, tolerance=None, c
         width = _width(upper, low)
         # a δ below ~1e-10 is as wide as the FFT's absolute rounding allowance, which no grid narrows; and a
         # width the last finer grid barely narrowed is the steps' own (e.g. a table step's bounding laws)
-        helps = (upper > _DELTA_FLOOR if query == "delta" else True) & (width < _STALLED * before)
+        # and a setting already on the largest grid in both directions cannot have a finer one
+        helps = ((upper > _DELTA_FLOOR if query == "delta" else True) & (width < _STALLED * before)
+                 & (N < MAX_GRID))
         redo = np.nonzero((width > tolerance) & helps)[0]
         if redo.size == 0:
             break
         before = width
         factor = np.clip(np.sqrt(width[redo] / (0.6 * tolerance)), 1.5, 16.0)
         sub = ev.map_numbers(event, lambda _, x: np.asarray(x)[redo] if np.ndim(x) else x)
-        up, lo, hh = _interval_at(sub, value[redo], h[redo] / factor, query, chunk_size, progress)
-        upper[redo], low[redo], h[redo] = np.minimum(upper[redo], up), np.maximum(low[redo], lo), hh
+        up, lo, hh, NN = _interval_at(sub, value[redo], h[redo] / factor, query, chunk_size, progress)
+        upper[redo], low[redo], h[redo], N[redo] = np.minimum(upper[redo], up), np.maximum(low[redo], lo), hh, NN
     return upper, low
 
 
@@ -168,7 +170,8 @@ def _width(upper, low):
 
 
 def _interval_at(event, value, h_req, query, chunk_size, progress):
-    """One round: (upper, lower, h) per setting, the worse of the two directions."""
+    """One round: (upper, lower, h, N) per setting: the worse of the two directions' ends, the finer h and
+    the smaller grid size."""
     B = value.shape[0]
     steps = components(event)
     step_events = [e.pld_step(B, _composed_pmfs) for e, _ in steps]
@@ -184,8 +187,8 @@ def _interval_at(event, value, h_req, query, chunk_size, progress):
     eta = np.full(B * D, 1e-12) if query == "delta" else np.maximum(1e-3 * value_rows, 1e-300)
     up, lo = _run(rows, tile(counts), plan, add, eta, value_rows, 1 if query == "delta" else 0, chunk_size, progress)
     up = np.minimum(up, _chernoff_upper(plan["log_mgf"], plan["log_finite"], value_rows, query))
-    up, lo, h = (x.reshape(D, B) for x in (up, lo, plan["h"]))
-    return up.max(0), lo.max(0), h.min(0)
+    up, lo, h, N = (x.reshape(D, B) for x in (up, lo, plan["h"], plan["N"]))
+    return up.max(0), lo.max(0), h.min(0), N.min(0)
 
 
 def _combined_lattice(lattices) -> np.ndarray:
