@@ -2,10 +2,12 @@
 
 * A persistent XLA compilation cache, so repeated runs skip kernel compilation, and the pytest-xdist
   workers (pyproject's ``-n auto``) read the kernels one of them already compiled.
-* The in-memory JAX caches are cleared after every test module. A full run compiles thousands of
-  executables; kept alive in one process they exhaust the kernel's memory-map limit
-  (vm.max_map_count = 65530 here) and XLA crashes with a segmentation fault. Recompiling a kernel in a
-  later module is read back from the persistent cache.
+* The in-memory JAX caches are cleared after a test module once the process holds more than
+  ``JAXPRIV_TEST_MAX_MAPS`` (32,000) memory maps, and after every module where that count is unknown. A
+  full run compiles thousands of executables; kept alive in one process they exhaust the kernel's
+  memory-map limit (vm.max_map_count = 65530 here) and XLA crashes with a segmentation fault. Clearing
+  after every module instead made each later module trace and lower again the programs it shares with
+  earlier ones (PLD, curves, solvers): 6.5% more CPU on four accounting modules run in one process.
 * pytest-xdist runs whole modules (pyproject's ``--dist loadscope``): a module's kernels are compiled and its
   module-scoped fixtures computed by one worker, not by each. The modules that take minutes are collected
   first (:data:`HEAVY_FIRST`), so they start first and the two workers finish together.
@@ -52,7 +54,22 @@ def full(request) -> bool:
     return request.config.getoption("--full") or os.environ.get("JAXPRIV_FULL_TESTS") == "1"
 
 
+#: Memory maps this process may hold before the in-memory JAX caches are dropped: half the usual
+#: vm.max_map_count, so a module that compiles many programs still fits below the limit.
+_MAX_MAPS = int(os.environ.get("JAXPRIV_TEST_MAX_MAPS", "32000"))
+
+
+def _memory_maps() -> int | None:
+    try:
+        with open("/proc/self/maps", "rb") as maps:
+            return sum(1 for _ in maps)
+    except OSError:  # no procfs (macOS): count unknown
+        return None
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _release_compiled_executables():
     yield
-    jax.clear_caches()
+    maps = _memory_maps()
+    if maps is None or maps > _MAX_MAPS:
+        jax.clear_caches()
