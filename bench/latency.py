@@ -16,6 +16,11 @@ prv_accountant (Gopi, Lee & Wutschitz 2021) the PLD question at eps_error 0.01.
 
     python bench/latency.py                 # 3 repeats, ~6-8 min on 2 CPU cores
     python bench/latency.py --repeats 5 --json latency.json
+    python bench/latency.py --baseline ../old-checkout  # also another commit's jaxpriv, interleaved
+
+With ``--baseline DIR`` (a checkout of another commit), every jaxpriv question is also asked of that
+checkout's jaxpriv, cold and warm, right after this one's: a change's effect on a first answer, measured
+side by side under the same load.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ import jaxpriv
 from _common import finish, machine_info, print_header, say, table
 
 DELTA = 1e-5
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(jaxpriv.__file__)))  # the checkout measured
 EVENT = "from jaxpriv import accounting, events as e\nevent = e.SelfComposed(e.PoissonSampled({q}, e.Gaussian({s})), {T})\n"
 DPA = "import dp_accounting as d\nevent = d.SelfComposedDpEvent(d.PoissonSampledDpEvent({q}, d.GaussianDpEvent({s})), {T})\n"
 
@@ -65,14 +71,15 @@ CLI = ["epsilon", "--q", "{q}", "--sigma", "{s}", "--steps", "{T}", "--delta", s
 CLI_ERROR = ["epsilon", "--q", "1.5", "--sigma", "1.1", "--steps", "1000", "--delta", str(DELTA)]
 
 
-def fresh(argv: list[str], cache: str | None = None, expect: int = 0) -> dict:
-    """CPU and wall seconds of one fresh process (``cache``: its JAXPRIV_CACHE_DIR)."""
+def fresh(argv: list[str], cache: str | None = None, expect: int = 0, cwd: str = ROOT) -> dict:
+    """CPU and wall seconds of one fresh process (``cache``: its JAXPRIV_CACHE_DIR; ``cwd``: the checkout
+    whose jaxpriv it imports, first on ``python -c``'s path)."""
     env = dict(os.environ)
     if cache is not None:
         env["JAXPRIV_CACHE_DIR"] = cache
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    run = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)
+    run = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900, cwd=cwd)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if run.returncode != expect:
@@ -97,9 +104,13 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=2028)
     parser.add_argument("--json", metavar="OUT")
+    parser.add_argument("--baseline", metavar="DIR", help="also ask another checkout's jaxpriv, interleaved")
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error(f"--repeats must be an integer ≥ 1, got {args.repeats}")
+    if args.baseline and not os.path.isfile(os.path.join(args.baseline, "jaxpriv", "__init__.py")):
+        parser.error(f"--baseline must be a checkout of jaxpriv (no jaxpriv/__init__.py in {args.baseline!r})")
+    arms = {"jaxpriv": ROOT, **({"baseline": os.path.abspath(args.baseline)} if args.baseline else {})}
     t_start = time.perf_counter()
     names = ("jaxpriv", "dp-accounting", "prv-accountant", "jax")
     info = machine_info({name: importlib.metadata.version(name) for name in names}, os.path.dirname(jaxpriv.__file__))
@@ -118,21 +129,25 @@ def main() -> int:
         say(f"repeat {repeat + 1}/{args.repeats} …")
         for question, (ours, theirs) in QUESTIONS.items():
             first, second = next(pool), next(pool)
-            cache = tempfile.mkdtemp(prefix="jaxpriv-latency-")
-            try:
-                record((question, "jaxpriv cold"), fresh(python(ours.format(**first)), cache), first)
-                record((question, "jaxpriv warm"), fresh(python(ours.format(**second)), cache), second)
-            finally:
-                shutil.rmtree(cache, ignore_errors=True)
+            for arm, root in arms.items():
+                cache = tempfile.mkdtemp(prefix="jaxpriv-latency-")
+                try:
+                    record((question, f"{arm} cold"), fresh(python(ours.format(**first)), cache, cwd=root), first)
+                    record((question, f"{arm} warm"), fresh(python(ours.format(**second)), cache, cwd=root), second)
+                finally:
+                    shutil.rmtree(cache, ignore_errors=True)
             for who, program in theirs.items():
                 record((question, who), fresh(python(program.format(**first))), first)
         first, second = next(pool), next(pool)
-        cache = tempfile.mkdtemp(prefix="jaxpriv-latency-")
-        try:
-            record(("`jaxpriv epsilon …`", "jaxpriv cold"), fresh(cli + [a.format(**first) for a in CLI], cache), first)
-            record(("`jaxpriv epsilon …`", "jaxpriv warm"), fresh(cli + [a.format(**second) for a in CLI], cache), second)
-        finally:
-            shutil.rmtree(cache, ignore_errors=True)
+        for arm, root in arms.items():
+            cache = tempfile.mkdtemp(prefix="jaxpriv-latency-")
+            try:
+                record(("`jaxpriv epsilon …`", f"{arm} cold"), fresh(cli + [a.format(**first) for a in CLI], cache,
+                                                                     cwd=root), first)
+                record(("`jaxpriv epsilon …`", f"{arm} warm"), fresh(cli + [a.format(**second) for a in CLI], cache,
+                                                                     cwd=root), second)
+            finally:
+                shutil.rmtree(cache, ignore_errors=True)
         record(("`jaxpriv epsilon --q 1.5 …` (error)", "jaxpriv"), fresh(cli + CLI_ERROR, expect=2), {})
         record(("`import jax` alone", "python"), fresh(python("import jax, jax.numpy")), {})
 
@@ -141,7 +156,7 @@ def main() -> int:
     for question, (_, theirs) in QUESTIONS.items():
         anchor = next(iter(theirs))
         dpa = median[(question, anchor)]["cpu"]
-        for who in ("jaxpriv cold", "jaxpriv warm", *theirs):
+        for who in (*(f"{arm} {kind}" for arm in arms for kind in ("cold", "warm")), *theirs):
             m = median[(question, who)]
             rows.append([question, who, f"{m['cpu']:.2f}", f"{m['wall']:.2f}", f"{m['cpu'] / dpa:.2f}×",
                          samples[(question, who)][0]["stdout"][:40]])
@@ -156,7 +171,7 @@ def main() -> int:
     checks["RDP ε cold CPU ≤ 2.5 s"] = rdp <= 2.5
     checks["RDP ε warm CPU ≤ dp_accounting's RDP"] = (median[("one ε, RDP", "jaxpriv warm")]["cpu"]
                                                      <= median[("one ε, RDP", "dp_accounting RDP")]["cpu"])
-    for key in (("`jaxpriv epsilon …`", "jaxpriv cold"), ("`jaxpriv epsilon …`", "jaxpriv warm"),
+    for key in (*(("`jaxpriv epsilon …`", f"{arm} {kind}") for arm in arms for kind in ("cold", "warm")),
                 ("`jaxpriv epsilon --q 1.5 …` (error)", "jaxpriv"), ("`import jax` alone", "python")):
         m = median[key]
         rows.append([*key, f"{m['cpu']:.2f}", f"{m['wall']:.2f}", "", ""])
