@@ -344,7 +344,8 @@ def test_plan_of_balls_in_bins():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(sampling="shuffle"), r"sampling must be one of \('poisson', 'balls_in_bins'\), got 'shuffle'"),
+    (dict(sampling="shuffle"), r"sampling must be one of \('poisson', 'balls_in_bins', 'random_allocation', 'fixed_size'\), "
+                              r"got 'shuffle'"),
     (dict(sampling="balls_in_bins", mechanism="laplace"), "accounted for Gaussian noise only"),
     (dict(sampling="balls_in_bins", epsilon=None, budgets=np.full(1000, 2.0)), "use sampling 'poisson'"),
     (dict(sampling="balls_in_bins", noise_multiplier=1.0), "give epsilon or noise_multiplier, not both"),
