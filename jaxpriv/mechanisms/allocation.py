@@ -33,11 +33,13 @@ from __future__ import annotations
 
 import functools
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from scipy import fft, special
 
-__all__ = ["ATOMS", "round_laws", "merge_down"]
+__all__ = ["ATOMS", "round_laws", "round_laws_of", "merge_down"]
 
 #: loss bins of the returned laws (each side, each direction)
 ATOMS = 2048
@@ -201,7 +203,9 @@ def _bernstein(count, g, eta):
     return math.sqrt(2 * variance * log_term) + g * log_term / 3
 
 
-@functools.lru_cache(maxsize=64)
+# ~130 KB a setting: 1,024 of them hold ~134 MB. The PLD interval asks a batch's laws again when it refines
+# its grid, so a batch of up to 1,024 distinct settings is computed once, not twice (64 before).
+@functools.lru_cache(maxsize=1024)
 def round_laws(sigma: float, steps: int) -> dict:
     """The privacy-loss laws of one round of random allocation (one of ``steps`` = m Gaussian steps of noise
     multiplier σ), as P-mass atoms: ``{"remove_upper", "remove_lower", "add_upper", "add_lower"}``, each
@@ -242,6 +246,34 @@ def round_laws(sigma: float, steps: int) -> dict:
     add_lower = _rounded_sum(m, s, sd_y, bulk, with_p=False)
     return {"remove_upper": _merge_up(*remove_upper), "add_upper": _merge_up(*add_upper),
             "remove_lower": merge_down(*remove_lower), "add_lower": merge_down(*add_lower)}
+
+
+#: most round laws computed at once (each holds a few arrays of up to 2²¹ float64 transiently)
+_MAX_THREADS = 8
+
+
+def round_laws_of(settings) -> list[dict]:
+    """:func:`round_laws` of each (σ, m) in ``settings``, in order: every distinct setting once (a batch
+    larger than the per-process cache would otherwise recompute a repeated one), the distinct ones on up
+    to min(the usable cores, 8) threads — numpy's ufuncs and scipy's FFTs release the GIL, and the laws of
+    one setting do not depend on another's.
+
+    Example:
+      >>> from jaxpriv.mechanisms import allocation
+      >>> a, b, c = allocation.round_laws_of([(2.0, 4), (3.0, 4), (2.0, 4)])
+      >>> a is c, a is allocation.round_laws(2.0, 4)
+      (True, True)
+    """
+    keys = [(float(sigma), int(m)) for sigma, m in settings]
+    distinct = list(dict.fromkeys(keys))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    workers = min(len(distinct), cores, _MAX_THREADS)
+    if workers > 1:
+        with ThreadPoolExecutor(workers) as pool:
+            laws = dict(zip(distinct, pool.map(lambda key: round_laws(*key), distinct)))
+    else:
+        laws = {key: round_laws(*key) for key in distinct}
+    return [laws[key] for key in keys]
 
 
 #: the upper laws' bins start where the P-mass below falls under this (what lies below moves up to it)
