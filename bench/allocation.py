@@ -12,6 +12,12 @@ the same way on ``epsilon_lower_bound`` (its "interval" is [lower bound, ∞)).
 
     python bench/allocation.py              # three settings, ~3-6 min on 2 cores
     python bench/allocation.py --json OUT
+    python bench/allocation.py --many 100   # also: 100 distinct σ of balls in bins in one call
+
+``--many N`` times one epsilon_interval call over N distinct settings (t = 100 steps per epoch, 10 epochs,
+σ = linspace(1.0, 1.5, N)) in a fresh process, with the round laws as they are computed now (each distinct
+setting once, on up to 8 threads, a cache of 1,024) and, for comparison, as before (a cache of 64 and one
+thread: the PLD interval's second pass over a batch recomputed every setting beyond 64).
 """
 
 from __future__ import annotations
@@ -55,6 +61,30 @@ print(json.dumps({"cold_s": t2 - t1, "cold_cpu_s": c2 - c1, "warm_s": t3 - t2, "
 """
 
 
+_MANY = """
+import functools, json, sys, time
+import numpy as np
+from jaxpriv import accounting, events
+from jaxpriv.mechanisms import allocation
+count, before = json.loads(sys.argv[1])
+if before:  # the round laws as computed before: a cache of 64 settings, one thread
+    allocation.round_laws = functools.lru_cache(64)(allocation.round_laws.__wrapped__)
+    allocation._MAX_THREADS = 1
+make = lambda s: events.SelfComposed(events.RandomAllocation(1, 100, events.Gaussian(s)), 10)
+accounting.epsilon_interval(make(np.full(count, 3.0)), 1e-5)  # compile the programs first (same batch size)
+t1 = time.perf_counter(); c1 = time.process_time()
+lower, upper = accounting.epsilon_interval(make(np.linspace(1.0, 1.5, count)), 1e-5)
+print(json.dumps({"wall_s": time.perf_counter() - t1, "cpu_s": time.process_time() - c1,
+                  "upper_max": float(np.max(upper))}))
+"""
+
+
+def many(count: int, before: bool) -> dict:
+    done = subprocess.run([sys.executable, "-c", _MANY, json.dumps([count, before])], capture_output=True, text=True,
+                          check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def run(scheme, q, sigma, steps) -> dict:
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, JAXPRIV_CACHE_DIR=cache)
@@ -66,7 +96,16 @@ def run(scheme, q, sigma, steps) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", help="write the results to this file")
+    parser.add_argument("--many", type=int, metavar="N", help="only time N distinct balls-in-bins settings in one call")
     args = parser.parse_args(argv)
+    if args.many:
+        print(f"load average at start: {os.getloadavg()[0]:.2f}; {os.cpu_count()} cores")
+        for before in (True, False):
+            r = many(args.many, before)
+            print(f"{'before' if before else 'now'}: {args.many} settings in {r['wall_s']:.1f} s ({r['cpu_s']:.1f} CPU s), "
+                  f"largest ε {r['upper_max']:.4f}")
+        print(f"load average at end: {os.getloadavg()[0]:.2f}")
+        return 0
     rows, ok = [], True
     print(f"load average at start: {os.getloadavg()[0]:.2f}; δ = {DELTA:g}; batch = {BATCH} settings")
     print("| q | σ | T | Poisson ε [lower, upper] | balls in bins ε [lower, upper] | bins upper < Poisson lower "
