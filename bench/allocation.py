@@ -1,13 +1,23 @@
 """Balls in bins (random allocation, one step per example per epoch) against Poisson sampling, by the PLD
-accountant: the certified ε of both for the README's DP-SGD settings, and what a setting costs cold and warm.
+accountant: the certified ε of both for the README's DP-SGD settings, and what a setting costs cold and warm;
+beside them, shuffled batches' certified *lower* bound (MATH §11.7: no upper bound is known), which shows how
+far a Poisson ε reported for shuffled batches may be from the truth.
 
 Each (setting, scheme) runs in a fresh Python process with an empty compilation cache (JAXPRIV_CACHE_DIR
 set to a new directory): "cold" is the first epsilon_interval call there (tracing, compilation and, for
 balls in bins, the host's round laws), "warm" the same call again in that process. A batch of settings (σ
-varied) is timed in one call too. Balls in bins uses t = 1/q steps per epoch and T/t epochs.
+varied) is timed in one call too. Balls in bins uses t = 1/q steps per epoch and T/t epochs; shuffled batches
+the same epochs, each a permutation cut into t batches (``ShuffledBatches(1, t, ·)``: only t matters), timed
+the same way on ``epsilon_lower_bound`` (its "interval" is [lower bound, ∞)).
 
     python bench/allocation.py              # three settings, ~3-6 min on 2 cores
     python bench/allocation.py --json OUT
+    python bench/allocation.py --many 100   # also: 100 distinct σ of balls in bins in one call
+
+``--many N`` times one epsilon_interval call over N distinct settings (t = 100 steps per epoch, 10 epochs,
+σ = linspace(1.0, 1.5, N)) in a fresh process, with the round laws as they are computed now (each distinct
+setting once, on up to 8 threads, a cache of 1,024) and, for comparison, as before (a cache of 64 and one
+thread: the PLD interval's second pass over a batch recomputed every setting beyond 64).
 """
 
 from __future__ import annotations
@@ -32,17 +42,47 @@ def make(s):
     if scheme == "poisson":
         return events.SelfComposed(events.PoissonSampled(q, events.Gaussian(s)), steps)
     t = round(1 / q)
+    if scheme == "shuffle":
+        return events.SelfComposed(events.ShuffledBatches(1, t, events.Gaussian(s)), steps // t)
     return events.SelfComposed(events.RandomAllocation(1, t, events.Gaussian(s)), steps // t)
+def ask(event):
+    if scheme == "shuffle":  # a lower bound only: every upper-bound query refuses it
+        return accounting.epsilon_lower_bound(event, delta), np.inf
+    return accounting.epsilon_interval(event, delta)
 t1 = time.perf_counter(); c1 = time.process_time()
-lower, upper = accounting.epsilon_interval(make(sigma), delta)
+lower, upper = ask(make(sigma))
 t2 = time.perf_counter(); c2 = time.process_time()
-accounting.epsilon_interval(make(sigma), delta)
+ask(make(sigma))
 t3 = time.perf_counter()
-accounting.epsilon_interval(make(sigma * np.linspace(0.9, 1.1, batch)), delta)
+ask(make(sigma * np.linspace(0.9, 1.1, batch)))
 t4 = time.perf_counter()
 print(json.dumps({"cold_s": t2 - t1, "cold_cpu_s": c2 - c1, "warm_s": t3 - t2, "batch_s": t4 - t3,
-                  "lower": float(lower), "upper": float(upper)}))
+                  "lower": float(lower), "upper": None if upper == np.inf else float(upper)}))
 """
+
+
+_MANY = """
+import functools, json, sys, time
+import numpy as np
+from jaxpriv import accounting, events
+from jaxpriv.mechanisms import allocation
+count, before = json.loads(sys.argv[1])
+if before:  # the round laws as computed before: a cache of 64 settings, one thread
+    allocation.round_laws = functools.lru_cache(64)(allocation.round_laws.__wrapped__)
+    allocation._MAX_THREADS = 1
+make = lambda s: events.SelfComposed(events.RandomAllocation(1, 100, events.Gaussian(s)), 10)
+accounting.epsilon_interval(make(np.full(count, 3.0)), 1e-5)  # compile the programs first (same batch size)
+t1 = time.perf_counter(); c1 = time.process_time()
+lower, upper = accounting.epsilon_interval(make(np.linspace(1.0, 1.5, count)), 1e-5)
+print(json.dumps({"wall_s": time.perf_counter() - t1, "cpu_s": time.process_time() - c1,
+                  "upper_max": float(np.max(upper))}))
+"""
+
+
+def many(count: int, before: bool) -> dict:
+    done = subprocess.run([sys.executable, "-c", _MANY, json.dumps([count, before])], capture_output=True, text=True,
+                          check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def run(scheme, q, sigma, steps) -> dict:
@@ -56,22 +96,36 @@ def run(scheme, q, sigma, steps) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", help="write the results to this file")
+    parser.add_argument("--many", type=int, metavar="N", help="only time N distinct balls-in-bins settings in one call")
     args = parser.parse_args(argv)
+    if args.many:
+        print(f"load average at start: {os.getloadavg()[0]:.2f}; {os.cpu_count()} cores")
+        for before in (True, False):
+            r = many(args.many, before)
+            print(f"{'before' if before else 'now'}: {args.many} settings in {r['wall_s']:.1f} s ({r['cpu_s']:.1f} CPU s), "
+                  f"largest ε {r['upper_max']:.4f}")
+        print(f"load average at end: {os.getloadavg()[0]:.2f}")
+        return 0
     rows, ok = [], True
     print(f"load average at start: {os.getloadavg()[0]:.2f}; δ = {DELTA:g}; batch = {BATCH} settings")
     print("| q | σ | T | Poisson ε [lower, upper] | balls in bins ε [lower, upper] | bins upper < Poisson lower "
-          "| cold s (CPU s) Poisson / bins | warm s Poisson / bins | batch s Poisson / bins |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| shuffled batches ε ≥ | shuffled lower bound > Poisson upper "
+          "| cold s (CPU s) Poisson / bins / shuffled | warm s | batch s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for q, sigma, steps in SETTINGS:
-        poisson, bins = run("poisson", q, sigma, steps), run("balls_in_bins", q, sigma, steps)
+        poisson, bins, shuffled = (run(scheme, q, sigma, steps) for scheme in ("poisson", "balls_in_bins", "shuffle"))
         claim = bins["upper"] < poisson["lower"]
         ok &= claim
-        rows.append({"q": q, "sigma": sigma, "steps": steps, "poisson": poisson, "balls_in_bins": bins})
+        rows.append({"q": q, "sigma": sigma, "steps": steps, "poisson": poisson, "balls_in_bins": bins,
+                     "shuffle": shuffled})
+        three = (poisson, bins, shuffled)
+        cold = " / ".join(f"{r['cold_s']:.1f} ({r['cold_cpu_s']:.1f})" for r in three)
+        warm = " / ".join(f"{r['warm_s']:.2f}" for r in three)
+        batch = " / ".join(f"{r['batch_s']:.1f}" for r in three)
         print(f"| {q:g} | {sigma:g} | {steps} | [{poisson['lower']:.4f}, {poisson['upper']:.4f}] "
               f"| [{bins['lower']:.4f}, {bins['upper']:.4f}] | {'yes' if claim else 'NO'} "
-              f"| {poisson['cold_s']:.1f} ({poisson['cold_cpu_s']:.1f}) / {bins['cold_s']:.1f} "
-              f"({bins['cold_cpu_s']:.1f}) | {poisson['warm_s']:.2f} / {bins['warm_s']:.2f} "
-              f"| {poisson['batch_s']:.1f} / {bins['batch_s']:.1f} |")
+              f"| {shuffled['lower']:.4f} | {'yes' if shuffled['lower'] > poisson['upper'] else 'no'} "
+              f"| {cold} | {warm} | {batch} |")
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
     if args.json:
         with open(args.json, "w") as f:

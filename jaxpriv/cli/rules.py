@@ -122,6 +122,8 @@ RULES: dict[str, Rule] = {
     "momentum": Rule("momentum", "SGD momentum", 0.0, 1.0, hi_open=True),
     "hidden": Rule("hidden", "MLP hidden width", 1.0, integer=True),
     "bands": Rule("bands", "bands b of the BandMF strategy (partitions sampled in turn)", 1.0, integer=True),
+    "steps_per_example": Rule("steps_per_example", "steps k each record takes part in per epoch (random allocation)",
+                              1.0, integer=True),
     "seed": Rule("seed", "seed of the model, sampler and noise", **_SEED),
     "split_seed": Rule("split_seed", "seed of the train/test split", **_SEED),
     "test_fraction": Rule("test_fraction", "held-out fraction", 0.0, 1.0, lo_open=True, hi_open=True),

@@ -46,10 +46,14 @@ def add_train_parser(subparsers) -> None:
                         "factorization, partitions sampled in turn; MATH §12) (default: %(default)s)")
     add_number(p, "bands", default=1, extra="with --noise bandmf; batch size × bands ≤ the training set's size")
     p.add_argument("--sampling", choices=SAMPLINGS, default="poisson",
-                   help="how batches are drawn: 'poisson' (each record in each step with probability q) or "
+                   help="how batches are drawn: 'poisson' (each record in each step with probability q), "
                         "'balls_in_bins' (each record in one uniformly chosen step of each epoch; its ε is random "
-                        "allocation's, by PLD; Gaussian noise, --epsilon or --noise-multiplier, no --budgets; "
-                        "MATH §11) (default: %(default)s)")
+                        "allocation's, by PLD), 'random_allocation' (each record in --steps-per-example k "
+                        "uniformly chosen steps of each epoch of round(k·N/B) steps; PLD) or 'fixed_size' (every "
+                        "step a uniform subset of exactly --batch-size records; ε of sampling without replacement "
+                        "under add/remove, by RDP, MATH §11.5); all but poisson: Gaussian noise, --epsilon or "
+                        "--noise-multiplier, no --budgets; MATH §11 (default: %(default)s)")
+    add_number(p, "steps_per_example", default=1, extra="with --sampling random_allocation")
     add_number(p, "epochs", RULES["epochs"].narrow("the trainer runs whole epochs", lo=1.0, lo_open=False,
                                                    integer=True), default=20)
     add_number(p, "batch_size", default=128.0, extra="at most the training set's size")
@@ -107,7 +111,7 @@ def _check_train(args) -> None:
         epochs=args.epochs, batch_size=args.batch_size, clip_norm=args.clip, delta=args.delta,
         epsilon=None if budgets is not None else args.epsilon, noise_multiplier=args.noise_multiplier,
         budgets=budgets, personalization=args.personalization, seed=args.seed, mechanism=args.mechanism,
-        bands=args.bands, sampling=args.sampling,
+        bands=args.bands, sampling=args.sampling, steps_per_example=args.steps_per_example,
     )
     check_config(config, d.n_train)
     args.data, args.config = d, config
@@ -116,6 +120,10 @@ def _check_train(args) -> None:
         from .. import distributed
 
         args.processes = distributed.resolve(args.coordinator, args.num_processes, args.process_id)
+
+
+_SAMPLING_TITLES = {"balls_in_bins": ", balls in bins", "random_allocation": ", random allocation",
+                    "fixed_size": ", fixed-size batches"}
 
 
 def _noise_line(mechanism: str, mode: str, group: dict, epsilon: float | None) -> str:
@@ -181,7 +189,7 @@ def cmd_train(args) -> int:
 
     console = stdout_console()
     console.print(table(
-        f"DP-SGD ({args.mechanism}{', balls in bins' if args.sampling == 'balls_in_bins' else ''}) on "
+        f"DP-SGD ({args.mechanism}{_SAMPLING_TITLES.get(args.sampling, '')}) on "
         f"{args.dataset}: {result.plan.mode}, T = {result.steps:,} steps, δ = {args.delta:g}",
         ["epoch", "steps", "test accuracy", "ε spent"],
         [[str(r.epoch), f"{r.steps:,}", f"{r.test_accuracy:.4f}", fmt(r.epsilon)] for r in result.history],

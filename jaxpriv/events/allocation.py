@@ -81,8 +81,7 @@ class RandomAllocation(Event):
         sigma = np.broadcast_to(np.asarray(self.event.noise_multiplier, np.float64), (size,))
         steps = _ints(self.t, size)
         sides = {key: [] for key in ("remove_upper", "remove_lower", "add_upper", "add_lower")}
-        for s, m in zip(sigma, steps):
-            laws = allocation.round_laws(float(s), int(m))
+        for laws in allocation.round_laws_of(zip(sigma, steps)):  # distinct settings once, in threads
             for key in sides:
                 sides[key].append(laws[key])
         width = allocation.ATOMS + 2

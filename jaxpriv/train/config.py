@@ -24,8 +24,12 @@ TRAIN_MECHANISMS = MECHANISMS + ("bandmf",)
 #: or the mean squared error of a regression (:func:`jaxpriv.train.dpsgd.mse_loss`).
 LOSSES = ("cross_entropy", "mse")
 #: How the trainers draw batches (:class:`DPSGDConfig` ``sampling``, :func:`jaxpriv.train.make_private`):
-#: Poisson sampling, or balls in bins — each record in one uniformly chosen step of each epoch (MATH §11).
-SAMPLINGS = ("poisson", "balls_in_bins")
+#: Poisson sampling; balls in bins — each record in one uniformly chosen step of each epoch; random
+#: allocation — each record in k uniformly chosen steps of each epoch (MATH §11); fixed-size batches — a
+#: uniform b-subset of the records at every step (MATH §11.5).
+SAMPLINGS = ("poisson", "balls_in_bins", "random_allocation", "fixed_size")
+#: The samplings whose ε is not Poisson subsampling's: Gaussian noise, one budget, ε or σ (not both).
+_NON_POISSON = SAMPLINGS[1:]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -67,7 +71,21 @@ class DPSGDConfig:
         :class:`jaxpriv.train.plan.AllocationAccountant`, MATH §11). Balls in bins needs the Gaussian
         mechanism, one budget for all (no ``budgets``: per-record plans are accounted by RDP, which random
         allocation lacks) and either ``epsilon`` or ``noise_multiplier`` (q = 1/t is fixed, so it is not
-        calibrated).
+        calibrated). ``"random_allocation"``: each record in exactly k = ``steps_per_example`` uniformly
+        chosen steps of each epoch of t = round(k·N / batch_size) steps (so ``batch_size`` stays the expected
+        batch size; an epoch uses every record k times), accounted as ``RandomAllocation(k, t, Gaussian(σ))``
+        per epoch by PLD, with the same restrictions as balls in bins (k = 1 is balls in bins).
+        ``"fixed_size"``: every step a uniform subset of exactly b = ``batch_size`` records (an integer),
+        without replacement within a step and independently across steps
+        (:class:`jaxpriv.train.sampling.FixedSizeSampler`), accounted as
+        ``SampledWithoutReplacement(b, N, Gaussian(σ))`` per step by the RDP accountant at ``orders``
+        (:class:`jaxpriv.train.plan.FixedSizeAccountant`, MATH §11.5). Its adjacency is add/remove of one
+        record to or from the N training records: of the two neighbouring datasets the larger has N or N + 1
+        records, and the bound at N (batch fraction b/N) covers both. The coupling that proves it lets the
+        added record displace another in the batch, so each step's sensitivity is doubled: the step is
+        dominated by ``PoissonSampled(b/N, Gaussian(σ/2))``, and fixed-size batches need about twice the σ of
+        Poisson ones for the same ε. Same restrictions as balls in bins.
+      steps_per_example: k of ``"random_allocation"``, an integer ≥ 1 (1 for every other sampling).
     """
 
     epochs: int = 30
@@ -86,6 +104,7 @@ class DPSGDConfig:
     loss: str = "cross_entropy"
     bands: int = 1
     sampling: str = "poisson"
+    steps_per_example: int = 1
 
     def to_json(self) -> dict:
         """The scalar fields as JSON values; the budgets as their count and SHA-256 (they can be long)."""
@@ -95,6 +114,8 @@ class DPSGDConfig:
             del out["bands"]
         if self.sampling == "poisson":  # likewise for runs written before ``sampling`` existed
             del out["sampling"]
+        if self.steps_per_example == 1:  # likewise for ``steps_per_example``
+            del out["steps_per_example"]
         if self.budgets is not None:
             b = np.ascontiguousarray(self.budgets, dtype=np.float64)
             out["budgets"] = {"n": int(b.size), "sha256": hashlib.sha256(b.tobytes()).hexdigest()}
@@ -140,16 +161,25 @@ def check_config(config: DPSGDConfig, n: int) -> None:
         raise ValueError(f"loss must be one of {LOSSES}, got {config.loss!r}")
     if config.sampling not in SAMPLINGS:
         raise ValueError(f"sampling must be one of {SAMPLINGS}, got {config.sampling!r}")
-    if config.sampling == "balls_in_bins":
+    check_values("steps_per_example", config.steps_per_example, 1.0, np.inf, integer=True)
+    if config.sampling != "random_allocation" and config.steps_per_example != 1:
+        raise ValueError(f"steps_per_example > 1 needs sampling 'random_allocation', got sampling "
+                         f"{config.sampling!r} with steps_per_example {config.steps_per_example!r}")
+    if config.sampling in _NON_POISSON:
+        name = f"sampling {config.sampling!r}"
         if config.mechanism != "gaussian":
-            raise ValueError(f"sampling 'balls_in_bins' is accounted for Gaussian noise only (random allocation, "
-                             f"MATH §11): use mechanism 'gaussian', got {config.mechanism!r}")
+            raise ValueError(f"{name} is accounted for Gaussian noise only (MATH §11): use mechanism 'gaussian', "
+                             f"got {config.mechanism!r}")
         if config.budgets is not None:
-            raise ValueError("per-record budgets are accounted by RDP on Poisson rates, which random allocation "
-                             "lacks: use sampling 'poisson' with budgets")
+            raise ValueError("per-record budgets are accounted by RDP on per-record Poisson rates, which "
+                             f"{name} lacks: use sampling 'poisson' with budgets")
         if config.epsilon is not None and config.noise_multiplier is not None:
-            raise ValueError("sampling 'balls_in_bins' fixes q = 1/t (t = round(N / batch_size) steps per epoch), "
-                             "so only σ can be calibrated: give epsilon or noise_multiplier, not both")
+            fixed = ("q = b/N is fixed by the batch size" if config.sampling == "fixed_size" else
+                     "q = k/t is fixed by the allocation (t steps per epoch)")
+            raise ValueError(f"{name} fixes the rate ({fixed}), so only σ can be calibrated: give epsilon or "
+                             "noise_multiplier, not both")
+    if config.sampling == "fixed_size":
+        check_values("batch_size", config.batch_size, 1.0, float(n), integer=True)
     if config.mechanism != "gaussian" and config.budgets is not None:
         raise ValueError(f"per-record budgets (IDP-SGD) are Gaussian-only: use mechanism 'gaussian', got "
                          f"{config.mechanism!r}")

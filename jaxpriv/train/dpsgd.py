@@ -39,9 +39,9 @@ from .config import DPSGDConfig, check_config
 from .data import as_dataset
 from .evaluate import make_evaluator, padded_test_set
 from .models import CNN, MLP, check_labels, cross_entropy_loss, mse_loss
-from .plan import AllocationAccountant, GroupAccountant, PrivacyPlan, plan_privacy
+from .plan import AllocationAccountant, FixedSizeAccountant, GroupAccountant, PrivacyPlan, plan_privacy
 from .programs import Program, ProgramCache
-from .sampling import AllocationSampler, CyclicPoissonSampler, PoissonSampler, bucket_sizes
+from .sampling import AllocationSampler, CyclicPoissonSampler, FixedSizeSampler, PoissonSampler, bucket_sizes
 
 __all__ = [
     "DPSGDConfig",
@@ -306,8 +306,11 @@ def train(
     b − 1 noise vectors is part of the optimizer state). With ``config.sampling == "balls_in_bins"`` each
     record takes part in one uniformly chosen step of each epoch (:class:`~jaxpriv.train.sampling.AllocationSampler`)
     and ε is that of those batches, random allocation by the PLD accountant
-    (:class:`~jaxpriv.train.plan.AllocationAccountant`, MATH §11). See the module docstring for the privacy
-    configurations and the stopping rule.
+    (:class:`~jaxpriv.train.plan.AllocationAccountant`, MATH §11); with ``"random_allocation"`` in k of each
+    epoch's t steps, likewise; with ``"fixed_size"`` every batch is a uniform subset of exactly ``batch_size``
+    records (:class:`~jaxpriv.train.sampling.FixedSizeSampler`, no padding) and ε is that of
+    ``SampledWithoutReplacement`` by RDP (:class:`~jaxpriv.train.plan.FixedSizeAccountant`, MATH §11.5).
+    See the module docstring for the privacy configurations and the stopping rule.
     With several devices the step runs data parallel, its batch sharded over them (:func:`step_program`); after
     :func:`jaxpriv.distributed.initialize` that is every process's devices (only process 0 writes checkpoints).
 
@@ -388,8 +391,11 @@ def train(
         own = np.where(np.arange(n) % plan.bands == 0, plan.record_rates, 0.0)  # the largest partition's draws
         buckets = trainer_sampler(own, sampler_seed, plan.total_steps).buckets  # the trainer's bucket rule
         sampler = CyclicPoissonSampler(plan.record_rates, seed=sampler_seed, bands=plan.bands, buckets=buckets)
-    elif plan.sampling == "balls_in_bins":  # MATH §11: each record in one uniform step of each epoch
-        sampler = AllocationSampler(n, steps_per_epoch=plan.steps_per_epoch, seed=sampler_seed)
+    elif plan.sampling in ("balls_in_bins", "random_allocation"):  # MATH §11: k uniform steps of each epoch
+        sampler = AllocationSampler(n, steps_per_epoch=plan.steps_per_epoch, seed=sampler_seed,
+                                    steps_per_example=plan.steps_per_example)
+    elif plan.sampling == "fixed_size":  # MATH §11.5: a uniform b-subset at every step, no padding
+        sampler = FixedSizeSampler(n, batch_size=int(round(plan.expected_batch_size)), seed=sampler_seed)
     else:
         sampler = trainer_sampler(plan.record_rates, sampler_seed, plan.total_steps)
     block = sample_block_size(n)
@@ -406,8 +412,12 @@ def train(
     tx = optax.chain(noise, optimizer)  # the state's layout; the step takes the noise's numbers as arguments
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     opt_state = tx.init(params)
-    if plan.sampling == "balls_in_bins":  # the ε of the batches drawn: random allocation, by PLD
-        accountant = AllocationAccountant(plan.steps_per_epoch, float(plan.noise_parameter[0]), config.delta)
+    if plan.sampling in ("balls_in_bins", "random_allocation"):  # the ε of the batches drawn, by PLD
+        accountant = AllocationAccountant(plan.steps_per_epoch, float(plan.noise_parameter[0]), config.delta,
+                                          steps_per_example=plan.steps_per_example)
+    elif plan.sampling == "fixed_size":  # SampledWithoutReplacement(b, N) per step, by RDP
+        accountant = FixedSizeAccountant(int(round(plan.expected_batch_size)), n, float(plan.noise_parameter[0]),
+                                         config.delta, orders=config.orders)
     else:
         accountant = GroupAccountant(plan.rate, plan.noise_parameter, config.delta, orders=config.orders,
                                      mechanism=plan.mechanism, dimension=plan.dimension, bands=plan.bands)

@@ -56,7 +56,7 @@ from .. import accounting, calibrate, events, rdp
 from .._numerics import check_array, check_orders, float64
 from .config import DPSGDConfig, check_config
 
-__all__ = ["PrivacyPlan", "GroupAccountant", "AllocationAccountant", "plan_privacy"]
+__all__ = ["PrivacyPlan", "GroupAccountant", "AllocationAccountant", "FixedSizeAccountant", "plan_privacy"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +85,7 @@ class PrivacyPlan:
     dimension: int = 1
     bands: int = 1
     sampling: str = "poisson"
+    steps_per_example: int = 1
 
     @property
     def sigma(self) -> np.ndarray:
@@ -113,7 +114,7 @@ class PrivacyPlan:
 
     def scalars(self) -> dict:
         return {k: getattr(self, k) for k in ("mode", "steps_per_epoch", "total_steps", "noise_std", "expected_batch_size",
-                                              "mechanism", "dimension", "bands", "sampling")}
+                                              "mechanism", "dimension", "bands", "sampling", "steps_per_example")}
 
 
 def _family_name(mechanism: str) -> str:
@@ -152,7 +153,10 @@ def plan_privacy(config: DPSGDConfig, n: int, dimension: int | None = None) -> P
     T = epochs · round(N / batch_size) steps are planned; each group's ε at T steps is ≤ its budget
     (calibration is conservative, MATH §5). See the module docstring for the configurations. With
     ``config.sampling == "balls_in_bins"`` the rate is 1/t (t = round(N / batch_size) steps per epoch) and
-    σ is calibrated by :meth:`AllocationAccountant.noise_multiplier` (the PLD accountant, MATH §11).
+    σ is calibrated by :meth:`AllocationAccountant.noise_multiplier` (the PLD accountant, MATH §11); with
+    ``"random_allocation"`` the rate is k/t, t = round(k·N / batch_size), calibrated likewise; with
+    ``"fixed_size"`` the rate is b/N and σ is calibrated by :meth:`FixedSizeAccountant.noise_multiplier`
+    (RDP at ``config.orders``, MATH §11.5).
 
     Args:
       config: the run's :class:`DPSGDConfig`.
@@ -189,20 +193,8 @@ def plan_privacy(config: DPSGDConfig, n: int, dimension: int | None = None) -> P
     rate_steps = math.ceil(steps / bands)
     part_rate = mean_rate * bands
     delta, orders, clip = config.delta, config.orders, config.clip_norm
-    if config.sampling == "balls_in_bins":  # check_config: Gaussian, one budget, ε or σ
-        rate = 1.0 / steps_per_epoch
-        if config.epsilon is None:
-            mode, sigma = "fixed σ", float(config.noise_multiplier)
-        else:
-            mode = "σ for ε"
-            sigma = AllocationAccountant.noise_multiplier(config.epsilon, steps_per_epoch, config.epochs, delta)
-            if not math.isfinite(sigma):
-                raise _unattainable(f"epsilon {config.epsilon:g}")
-        return PrivacyPlan(mode=mode, steps_per_epoch=steps_per_epoch, total_steps=steps,
-                           group_of_record=np.zeros(n, dtype=np.int64),
-                           budget=np.array([np.inf if config.epsilon is None else float(config.epsilon)]),
-                           rate=np.array([rate]), noise_parameter=np.array([sigma]), clip=np.array([float(clip)]),
-                           noise_std=sigma * float(clip), expected_batch_size=n * rate, sampling=config.sampling)
+    if config.sampling != "poisson":  # check_config: Gaussian, one budget, ε or σ
+        return _bounded_plan(config, n)
     if config.budgets is not None:
         budget, group = np.unique(np.asarray(config.budgets, dtype=np.float64), return_inverse=True)
         counts = np.bincount(group, minlength=budget.size).astype(np.float64)
@@ -262,6 +254,35 @@ def plan_privacy(config: DPSGDConfig, n: int, dimension: int | None = None) -> P
         dimension=dimension,
         bands=bands,
     )
+
+
+def _bounded_plan(config: DPSGDConfig, n: int) -> PrivacyPlan:
+    """The plan of a run whose batches are not Poisson samples (random allocation, fixed size): one group,
+    Gaussian noise, σ given or calibrated by the scheme's own accountant (MATH §11)."""
+    k = int(config.steps_per_example)
+    if config.sampling == "fixed_size":
+        per_epoch = max(1, int(round(n / config.batch_size)))
+        rate, expected = float(config.batch_size) / n, float(config.batch_size)
+        calibrate_sigma = lambda: FixedSizeAccountant.noise_multiplier(  # noqa: E731
+            config.epsilon, int(config.batch_size), n, config.epochs * per_epoch, config.delta, orders=config.orders)
+    else:  # random allocation (balls in bins: k = 1); an epoch uses every record k times
+        per_epoch = max(k, int(round(k * n / config.batch_size)))
+        rate = k / per_epoch
+        expected = n * rate
+        calibrate_sigma = lambda: AllocationAccountant.noise_multiplier(  # noqa: E731
+            config.epsilon, per_epoch, config.epochs, config.delta, steps_per_example=k)
+    if config.epsilon is None:
+        mode, sigma = "fixed σ", float(config.noise_multiplier)
+    else:
+        mode, sigma = "σ for ε", calibrate_sigma()
+        if not math.isfinite(sigma):
+            raise _unattainable(f"epsilon {config.epsilon:g}")
+    return PrivacyPlan(mode=mode, steps_per_epoch=per_epoch, total_steps=config.epochs * per_epoch,
+                       group_of_record=np.zeros(n, dtype=np.int64),
+                       budget=np.array([np.inf if config.epsilon is None else float(config.epsilon)]),
+                       rate=np.array([rate]), noise_parameter=np.array([sigma]), clip=np.array([float(config.clip_norm)]),
+                       noise_std=sigma * float(config.clip_norm), expected_batch_size=expected, sampling=config.sampling,
+                       steps_per_example=k)
 
 
 def _harmonized_scale_for(mechanism: str, epsilon: float, rate: float, steps: int, delta: float, orders,
@@ -344,9 +365,12 @@ class GroupAccountant:
             raise ValueError(f"rates and sigmas must be 1-D of the same length, got {rates.shape} and {sigmas.shape}")
         self.delta = float(check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True))
         self.steps = int(check_array("steps", steps, 0.0, np.inf, integer=True))
+        self._account_steps(events.PoissonSampled(rates, events.noise_mechanism(
+            mechanism, sigmas, 1 if dimension is None else dimension)))
+
+    def _account_steps(self, step) -> None:
         #: one step of every group, as an event
-        self.step = events.PoissonSampled(rates, events.noise_mechanism(mechanism, sigmas, 1 if dimension is None
-                                                                         else dimension))
+        self.step = step
         self._accountant = accounting.RDP(self.orders)
         # every step is alike: the accountant's curve of one step, composed T times, is T times it (MATH §1.7)
         self._step_curve = self._accountant.curve(self.step)
@@ -384,11 +408,19 @@ def _steps_within(accountant, budgets, limit: int) -> int:
 
 
 class AllocationAccountant:
-    """The accountant of balls-in-bins training (:class:`jaxpriv.train.sampling.AllocationSampler`): each
-    epoch of t steps is one round of ``RandomAllocation(1, t, Gaussian(σ))``, and a run of T steps is
-    ⌈T/t⌉ rounds — a partial epoch releases a part of a round, a post-processing of the whole round, so
-    it is counted whole (MATH §11). ε is the PLD accountant's certified upper end; the state is the step
-    count, like :class:`GroupAccountant`'s.
+    """The accountant of random-allocation training (:class:`jaxpriv.train.sampling.AllocationSampler`):
+    each epoch of t steps, in which every record takes part in k of them, is one round of
+    ``RandomAllocation(k, t, Gaussian(σ))`` (k = 1: balls in bins), and a run of T steps is ⌈T/t⌉ rounds — a
+    partial epoch releases a part of a round, a post-processing of the whole round, so it is counted whole
+    (MATH §11). ε is the PLD accountant's certified upper end; the state is the step count, like
+    :class:`GroupAccountant`'s.
+
+    Args:
+      steps_per_epoch: t, an integer ≥ 1.
+      sigma: the noise multiplier σ > 0.
+      delta: δ ∈ (0, 1).
+      steps: steps already taken (≥ 0).
+      steps_per_example: k, an integer in [1, t] (default 1).
 
     Example:
       >>> from jaxpriv.train.plan import AllocationAccountant
@@ -397,27 +429,34 @@ class AllocationAccountant:
       True
     """
 
-    def __init__(self, steps_per_epoch: int, sigma: float, delta: float, *, steps: int = 0):
+    def __init__(self, steps_per_epoch: int, sigma: float, delta: float, *, steps: int = 0,
+                 steps_per_example: int = 1):
         self.steps_per_epoch = int(check_array("steps_per_epoch", steps_per_epoch, 1.0, np.inf, integer=True))
+        self.steps_per_example = int(check_array("steps_per_example", steps_per_example, 1.0,
+                                                 float(self.steps_per_epoch), integer=True))
         self.sigma = float(check_array("sigma", sigma, 0.0, np.inf, lo_open=True))
         self.delta = float(check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True))
         self.steps = int(check_array("steps", steps, 0.0, np.inf, integer=True))
         self._by_rounds: dict[int, float] = {}
 
     @staticmethod
-    def run_event(steps_per_epoch: int, sigma, rounds: int):
-        """The event of ``rounds`` epochs of t = ``steps_per_epoch`` steps at noise σ (numbers or arrays)."""
-        return events.SelfComposed(events.RandomAllocation(1, steps_per_epoch, events.Gaussian(sigma)), rounds)
+    def run_event(steps_per_epoch: int, sigma, rounds: int, steps_per_example: int = 1):
+        """The event of ``rounds`` epochs of t = ``steps_per_epoch`` steps at noise σ (numbers or arrays), each
+        record in k = ``steps_per_example`` steps of each epoch."""
+        step = events.RandomAllocation(steps_per_example, steps_per_epoch, events.Gaussian(sigma))
+        return events.SelfComposed(step, rounds)
 
     def event(self, rounds: int):
         """The event of ``rounds`` epochs of this run."""
-        return self.run_event(self.steps_per_epoch, self.sigma, rounds)
+        return self.run_event(self.steps_per_epoch, self.sigma, rounds, self.steps_per_example)
 
     @staticmethod
-    def noise_multiplier(epsilon: float, steps_per_epoch: int, epochs: int, delta: float) -> float:
-        """The σ at which ``epochs`` epochs of t = ``steps_per_epoch`` steps spend at most ``epsilon`` at
-        ``delta`` (:func:`jaxpriv.calibrate.calibrate` on :meth:`run_event` by the PLD accountant, to 0.1%
-        of σ, on the safe side; inf where no σ in [0.2, 200] meets it).
+    def noise_multiplier(epsilon: float, steps_per_epoch: int, epochs: int, delta: float, *,
+                         steps_per_example: int = 1) -> float:
+        """The σ at which ``epochs`` epochs of t = ``steps_per_epoch`` steps (k = ``steps_per_example`` per
+        record) spend at most ``epsilon`` at ``delta`` (:func:`jaxpriv.calibrate.calibrate` on
+        :meth:`run_event` by the PLD accountant, to 0.1% of σ, on the safe side; inf where no σ in [0.2, 200]
+        meets it).
 
         Example:
           >>> from jaxpriv.train.plan import AllocationAccountant
@@ -426,10 +465,22 @@ class AllocationAccountant:
           >>> bool(0.99 * 4.0 < acc.epsilon()[0] <= 4.0)
           True
         """
-        run = lambda s: AllocationAccountant.run_event(steps_per_epoch, s, int(epochs))  # noqa: E731
+        run = lambda s: AllocationAccountant.run_event(steps_per_epoch, s, int(epochs), steps_per_example)  # noqa: E731
+        wide = (0.2, 200.0)
         with warnings.catch_warnings():  # an unattainable target is inf, reported by the caller
             warnings.simplefilter("ignore", RuntimeWarning)
-            return float(calibrate.calibrate(run, epsilon, delta, bounds=(0.2, 200.0), accountant="pld", xtol=1e-3))
+            # Each PLD evaluation at a new σ builds the round's laws on the host, and a small σ costs the most
+            # (σ = 0.2: seconds). So search first around Poisson subsampling's σ at rate k/t by RDP (cheap):
+            # random allocation's σ lies near it [FS25]. That bracket is only a guess; its answer is kept when
+            # strictly inside it (calibrate certified it), else the wide bracket decides.
+            poisson = float(calibrate.noise_multiplier(epsilon, steps_per_example / steps_per_epoch,
+                                                       int(epochs) * steps_per_epoch, delta))
+            if math.isfinite(poisson):
+                near = (max(0.6 * poisson, wide[0]), min(1.2 * poisson, wide[1]))
+                sigma = float(calibrate.calibrate(run, epsilon, delta, bounds=near, accountant="pld", xtol=1e-3))
+                if near[0] < sigma < near[1]:
+                    return sigma
+            return float(calibrate.calibrate(run, epsilon, delta, bounds=wide, accountant="pld", xtol=1e-3))
 
     def steps_within(self, budgets, limit: int) -> int:
         """Largest k ≤ ``limit`` such that ε stays within ``budgets`` after k more steps (as
@@ -444,3 +495,65 @@ class AllocationAccountant:
             value = 0.0 if rounds == 0 else float(accounting.epsilon(self.event(rounds), self.delta, accountant="pld"))
             self._by_rounds[rounds] = value
         return np.array([self._by_rounds[rounds]])
+
+
+class FixedSizeAccountant(GroupAccountant):
+    """The accountant of fixed-size training (:class:`jaxpriv.train.sampling.FixedSizeSampler`): every step
+    is ``SampledWithoutReplacement(b, N, Gaussian(σ))`` — a uniform b-subset of the N records — and T steps
+    are its T-fold composition, whose ε the RDP accountant at ``orders`` reports (as for
+    :class:`GroupAccountant`, of which this is the one-group case with another step event). Adjacency
+    add/remove of one record to or from the N records (MATH §11.5: the bound at N covers both neighbours).
+
+    Args:
+      batch_size: b, an integer in [1, N].
+      dataset_size: N, an integer ≥ 1.
+      sigma: the noise multiplier σ > 0.
+      delta: δ ∈ (0, 1).
+      orders: Rényi orders (default :data:`jaxpriv.rdp.DEFAULT_ORDERS`).
+      steps: steps already taken (≥ 0).
+
+    Example:
+      >>> from jaxpriv.train.plan import FixedSizeAccountant
+      >>> acc = FixedSizeAccountant(64, 6400, 2.2, delta=1e-5, steps=1000)
+      >>> acc.step
+      SampledWithoutReplacement(batch_size=64, dataset_size=6400, event=Gaussian(noise_multiplier=2.2))
+      >>> bool(0 < acc.epsilon()[0] < 10)
+      True
+    """
+
+    def __init__(self, batch_size: int, dataset_size: int, sigma: float, delta: float, *, orders=None,
+                 steps: int = 0):
+        dataset_size = int(check_array("dataset_size", dataset_size, 1.0, np.inf, integer=True))
+        batch_size = int(check_array("batch_size", batch_size, 1.0, float(dataset_size), integer=True))
+        sigma = float(check_array("sigma", sigma, 0.0, np.inf, lo_open=True))
+        self.bands = 1
+        self.orders = check_orders(rdp.DEFAULT_ORDERS if orders is None else orders)
+        self.delta = float(check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True))
+        self.steps = int(check_array("steps", steps, 0.0, np.inf, integer=True))
+        self._account_steps(events.SampledWithoutReplacement(batch_size, dataset_size, events.Gaussian(sigma)))
+
+    @staticmethod
+    def run_event(batch_size: int, dataset_size: int, sigma, steps: int):
+        """The event of ``steps`` fixed-size steps at noise σ (a number or an array)."""
+        return events.SelfComposed(events.SampledWithoutReplacement(batch_size, dataset_size, events.Gaussian(sigma)),
+                                   steps)
+
+    @staticmethod
+    def noise_multiplier(epsilon: float, batch_size: int, dataset_size: int, steps: int, delta: float, *,
+                         orders=None) -> float:
+        """The σ at which ``steps`` fixed-size steps spend at most ``epsilon`` at ``delta``
+        (:func:`jaxpriv.calibrate.calibrate` on :meth:`run_event` by the RDP accountant at ``orders``, to
+        1e-10 of σ, on the safe side; inf where no σ in [0.1, 1000] meets it).
+
+        Example:
+          >>> from jaxpriv.train.plan import FixedSizeAccountant
+          >>> sigma = FixedSizeAccountant.noise_multiplier(3.0, 64, 6400, 1000, 1e-5)
+          >>> bool(0.999 * 3.0 < FixedSizeAccountant(64, 6400, sigma, 1e-5, steps=1000).epsilon()[0] <= 3.0)
+          True
+        """
+        accountant = accounting.RDP(check_orders(rdp.DEFAULT_ORDERS if orders is None else orders))
+        run = lambda s: FixedSizeAccountant.run_event(batch_size, dataset_size, s, int(steps))  # noqa: E731
+        with warnings.catch_warnings():  # an unattainable target is inf, reported by the caller
+            warnings.simplefilter("ignore", RuntimeWarning)
+            sigma = float(calibrate.calibrate(run, epsilon, delta, bounds=(0.1, 1000.0), accountant=accountant))
+        return sigma if math.isfinite(sigma) else math.inf

@@ -38,8 +38,8 @@ class PrivateTrainer:
 
     Attributes:
       model: the user's model, updated in place after every step.
-      sample_rate: Poisson sampling rate q = B/N (balls in bins: 1/t, t steps per epoch).
-      sampling: ``"poisson"`` or ``"balls_in_bins"``.
+      sample_rate: Poisson sampling rate q = B/N (random allocation: k/t, t steps per epoch; fixed size: b/N).
+      sampling: one of :data:`jaxpriv.train.config.SAMPLINGS`.
       noise_multiplier: σ (calibrated to ``target_epsilon``, or as given): the noise std on the clipped
         sum is σ·``max_grad_norm``.
       max_grad_norm: per-example L2 clip norm C.
@@ -47,16 +47,18 @@ class PrivateTrainer:
       target_epsilon: the budget (None with a fixed ``noise_multiplier``).
       total_steps: T = ⌈E·N/B⌉, the steps planned for ``epochs``; with a target ε, :meth:`step` refuses to
         go beyond them (ε would exceed the target).
-      accountant: the :class:`jaxpriv.train.dpsgd.GroupAccountant` (one group: rate q, noise σ), or for
-        balls in bins the :class:`jaxpriv.train.plan.AllocationAccountant`.
+      accountant: the :class:`jaxpriv.train.dpsgd.GroupAccountant` (one group: rate q, noise σ); for
+        balls in bins and random allocation the :class:`jaxpriv.train.plan.AllocationAccountant`; for
+        fixed-size batches the :class:`jaxpriv.train.plan.FixedSizeAccountant`.
     """
 
     def __init__(self, model, tx, x, y, loss_fn, *, sample_rate, noise_multiplier, max_grad_norm, delta,
-                 target_epsilon, total_steps, seed, microbatch_size, steps_per_epoch=None):
+                 target_epsilon, total_steps, seed, microbatch_size, steps_per_epoch=None, sampling=None,
+                 steps_per_example=1):
         from .._numerics import derive_seeds
         from .dpsgd import GroupAccountant, noise_numbers, sample_block_size, step_program, trainer_sampler
-        from .plan import AllocationAccountant
-        from .sampling import AllocationSampler
+        from .plan import AllocationAccountant, FixedSizeAccountant
+        from .sampling import AllocationSampler, FixedSizeSampler
 
         self.model = model
         self.sample_rate, self.noise_multiplier = float(sample_rate), float(noise_multiplier)
@@ -64,20 +66,29 @@ class PrivateTrainer:
         self.target_epsilon, self.total_steps = target_epsilon, int(total_steps)
         sampler_seed, noise_seed, loss_seed = derive_seeds(seed, 3)
         n = int(np.shape(x)[0])
-        self.sampling = "poisson" if steps_per_epoch is None else "balls_in_bins"
-        if steps_per_epoch is None:
+        if sampling is None:  # the callers of before ``sampling``: steps_per_epoch meant balls in bins
+            sampling = "poisson" if steps_per_epoch is None else "balls_in_bins"
+        self.sampling = sampling
+        batch = n * self.sample_rate  # the expected batch size B = qN
+        if sampling == "poisson":
             self.accountant = GroupAccountant([self.sample_rate], [self.noise_multiplier], self.delta)
             # train()'s sampler: its buckets, and the batches of a block of steps drawn at once
             self._sampler = trainer_sampler(np.full(n, self.sample_rate), sampler_seed, self.total_steps)
+        elif sampling == "fixed_size":
+            batch = round(batch)
+            self.accountant = FixedSizeAccountant(batch, n, self.noise_multiplier, self.delta)
+            self._sampler = FixedSizeSampler(n, batch_size=batch, seed=sampler_seed)
         else:
-            self.accountant = AllocationAccountant(steps_per_epoch, self.noise_multiplier, self.delta)
-            self._sampler = AllocationSampler(n, steps_per_epoch=steps_per_epoch, seed=sampler_seed)
+            self.accountant = AllocationAccountant(steps_per_epoch, self.noise_multiplier, self.delta,
+                                                   steps_per_example=steps_per_example)
+            self._sampler = AllocationSampler(n, steps_per_epoch=steps_per_epoch, seed=sampler_seed,
+                                              steps_per_example=steps_per_example)
         self._block, self._batches = sample_block_size(n), []
         from .. import events
         from .noise import noise_transform
 
-        # N(0, σ²C²): σ times the clipped sum's sensitivity C, over the expected batch size B = qN
-        event, batch = events.Gaussian(self.noise_multiplier), n * self.sample_rate
+        # N(0, σ²C²): σ times the clipped sum's sensitivity C, over the expected batch size B
+        event = events.Gaussian(self.noise_multiplier)
         noise = noise_transform(event, sensitivity=self.max_grad_norm, seed=noise_seed, normalize_by=batch)
         self._tx = optax.chain(noise, tx)  # the state's layout; the step takes the noise's numbers as arguments
         graphdef, self._params, self._rest = nnx.split(model, nnx.Param, ...)
@@ -98,11 +109,12 @@ class PrivateTrainer:
 
     def epsilon(self) -> float:
         """ε spent so far at ``delta``: Poisson sampling, exact RDP of the subsampled Gaussian (improved
-        conversion); balls in bins, the PLD accountant's certified upper end (MATH §11)."""
+        conversion); random allocation, the PLD accountant's certified upper end (MATH §11); fixed-size
+        batches, RDP of ``SampledWithoutReplacement`` (MATH §11.5)."""
         return float(self.accountant.epsilon()[0])
 
     def step(self) -> None:
-        """One DP-SGD step: Poisson-sample a batch (rate q), clip every example's gradient to
+        """One DP-SGD step: draw a batch (Poisson at rate q, or the chosen ``sampling``), clip every example's gradient to
         ``max_grad_norm`` and sum, add N(0, (σC)²), divide by the expected batch size B, apply the
         optimizer; then update ``model`` and count the step. Raises ``RuntimeError`` when a target ε is
         set and the planned ``total_steps`` are done."""
@@ -174,6 +186,7 @@ def make_private(
     seed: int = 0,
     microbatch_size: int | None = None,
     sampling: str = "poisson",
+    steps_per_example: int = 1,
 ) -> PrivateTrainer:
     """Make DP-SGD training of ``model`` on ``(x, y)`` with ``optimizer``: a :class:`PrivateTrainer`.
 
@@ -201,9 +214,15 @@ def make_private(
         ``loss(model, x, y, key) → (B,)`` of per-example losses.
       seed: integer in [0, 2³² − 1]; seeds the sampler, the noise and the loss's per-step key.
       microbatch_size: examples per vectorised chunk of the clipped sum (bounds memory), or None.
-      sampling: ``"poisson"`` (each example in each step with probability q = B/N) or ``"balls_in_bins"``
+      sampling: ``"poisson"`` (each example in each step with probability q = B/N), ``"balls_in_bins"``
         (each example in exactly one uniformly chosen step of each epoch of t = round(N/B) steps; whole
-        epochs only; accounted by PLD as random allocation, MATH §11, so calibration takes seconds).
+        epochs only; accounted by PLD as random allocation, MATH §11, so calibration takes seconds),
+        ``"random_allocation"`` (each example in exactly k = ``steps_per_example`` uniformly chosen steps of
+        each epoch of t = round(k·N/B) steps, so B stays the expected batch size; whole epochs only;
+        ``RandomAllocation(k, t, ·)`` by PLD) or ``"fixed_size"`` (every step a uniform subset of exactly B
+        examples, B an integer; ``SampledWithoutReplacement(B, N, ·)`` by RDP, add/remove adjacency on the N
+        examples, which doubles each step's sensitivity in the bound, MATH §11.5; T = ⌈E·N/B⌉ as for Poisson).
+      steps_per_example: k of ``"random_allocation"``, an integer ≥ 1 (1 for every other sampling).
 
     Returns:
       :class:`PrivateTrainer`: ``step()``, ``run(steps=None)``, ``epsilon()``, ``noise_multiplier``,
@@ -241,12 +260,19 @@ def make_private(
         from .models import check_labels
 
         check_labels(model, x, y=y)  # labels in [0, the model's classes)
-    q, total = sampling_and_steps(int(x.shape[0]), batch_size, epochs)
+    n = int(x.shape[0])
+    q, total = sampling_and_steps(n, batch_size, epochs)
+    steps_per_example = int(check_scalar("steps_per_example", steps_per_example, 1.0, np.inf, integer=True))
+    if sampling != "random_allocation" and steps_per_example != 1:
+        raise ValueError(f"steps_per_example > 1 needs sampling 'random_allocation', got sampling {sampling!r}")
     per_epoch = None
-    if sampling == "balls_in_bins":
+    if sampling in ("balls_in_bins", "random_allocation"):
         epochs = check_scalar("epochs", epochs, 1.0, np.inf, integer=True)  # whole epochs: whole rounds
-        per_epoch = max(1, round(int(x.shape[0]) / batch_size))
-        q, total = 1.0 / per_epoch, int(epochs) * per_epoch
+        per_epoch = max(steps_per_example, round(steps_per_example * n / batch_size))
+        q, total = steps_per_example / per_epoch, int(epochs) * per_epoch
+    elif sampling == "fixed_size":
+        batch_size = int(check_scalar("batch_size", batch_size, 1.0, float(n), integer=True))
+        q = batch_size / n
     delta = check_scalar("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True)
     max_grad_norm = check_scalar("max_grad_norm", max_grad_norm, 0.0, np.inf, lo_open=True)
     seed = int(check_scalar("seed", seed, 0.0, 2.0**32 - 1, integer=True))
@@ -258,12 +284,15 @@ def make_private(
         target_epsilon = check_scalar("target_epsilon", target_epsilon, 0.0, np.inf, lo_open=True)
         with warnings.catch_warnings():  # an unattainable target is reported below
             warnings.simplefilter("ignore", RuntimeWarning)
-            if per_epoch is None:
-                sigma = float(calibrate.noise_multiplier(target_epsilon, q, total, delta))
-            else:
-                from .plan import AllocationAccountant
+            from .plan import AllocationAccountant, FixedSizeAccountant
 
-                sigma = AllocationAccountant.noise_multiplier(target_epsilon, per_epoch, int(epochs), delta)
+            if sampling == "poisson":
+                sigma = float(calibrate.noise_multiplier(target_epsilon, q, total, delta))
+            elif sampling == "fixed_size":
+                sigma = FixedSizeAccountant.noise_multiplier(target_epsilon, batch_size, n, total, delta)
+            else:
+                sigma = AllocationAccountant.noise_multiplier(target_epsilon, per_epoch, int(epochs), delta,
+                                                              steps_per_example=steps_per_example)
         if not math.isfinite(sigma):
             raise ValueError(f"target_epsilon {target_epsilon:g} cannot be met in {total} steps at q = {q:.6g} "
                              f"and δ = {delta:g} (ε(σ → ∞) is larger); raise it, or train fewer epochs")
@@ -273,4 +302,5 @@ def make_private(
         loss = mse_loss if loss == "mse" else cross_entropy_loss
     return PrivateTrainer(model, optimizer, x, y, loss, sample_rate=q, noise_multiplier=sigma,
                           max_grad_norm=max_grad_norm, delta=delta, target_epsilon=target_epsilon, total_steps=total,
-                          seed=seed, microbatch_size=microbatch_size, steps_per_epoch=per_epoch)
+                          seed=seed, microbatch_size=microbatch_size, steps_per_epoch=per_epoch, sampling=sampling,
+                          steps_per_example=steps_per_example)

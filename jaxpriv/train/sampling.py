@@ -28,8 +28,8 @@ import numpy as np
 
 from .._numerics import check_array
 
-__all__ = ["Batch", "PoissonSampler", "AllocationSampler", "CyclicPoissonSampler", "expected_batch_size",
-           "bucket_sizes", "inclusion_probability"]
+__all__ = ["Batch", "PoissonSampler", "AllocationSampler", "FixedSizeSampler", "CyclicPoissonSampler",
+           "expected_batch_size", "bucket_sizes", "inclusion_probability"]
 
 _TWO32 = 2.0**32
 
@@ -266,40 +266,137 @@ def _allocate(key, n: int, steps_per_epoch, step):
     return selected, jnp.sum(selected, dtype=jnp.int32)
 
 
+@functools.partial(jax.jit, static_argnames=("n", "k"))
+def _allocate_many(key, n: int, k: int, steps_per_epoch, step):
+    """Records of ``step`` when each record takes part in k of its epoch's t steps: every record's k steps
+    are a uniform k-subset of [0, t), drawn once per epoch by Floyd's algorithm — for j = t − k, …, t − 1
+    draw r uniform in [0, j] and add r, or j if r is already in — which is exact and costs O(k²) per record
+    (no per-record permutation of the t steps)."""
+    epoch, slot = step // steps_per_epoch, step % steps_per_epoch
+    epoch_key = jax.random.fold_in(key, epoch)
+
+    def add_one(i, chosen):
+        j = steps_per_epoch - k + i
+        r = jax.random.randint(jax.random.fold_in(epoch_key, i), (n,), 0, j + 1)
+        taken = jnp.any(chosen == r[:, None], axis=1)
+        return chosen.at[:, i].set(jnp.where(taken, j, r))
+
+    chosen = jax.lax.fori_loop(0, k, add_one, jnp.full((n, k), -1, jnp.int32))
+    selected = jnp.any(chosen == slot, axis=1)
+    return selected, jnp.sum(selected, dtype=jnp.int32)
+
+
 class AllocationSampler(PoissonSampler):
-    """Balls in bins: in each epoch of t steps every record takes part in exactly one step, chosen
-    uniformly and independently (random allocation, k = 1; MATH §11). Batches are padded to buckets like
-    Poisson batches of rate 1/t (their sizes have the same binomial law), and drawn statelessly: the epoch
-    e's allocation uses ``fold_in(key(seed), e)``.
+    """Random allocation: in each epoch of t steps every record takes part in exactly k of them, the k
+    chosen uniformly and independently per record (k = 1: balls in bins; MATH §11). Batches are padded to
+    buckets like Poisson batches of rate k/t (a record is in a given step with probability k/t, independently
+    of the other records, so the sizes have the same binomial law), and drawn statelessly: the epoch e's
+    allocation uses ``fold_in(key(seed), e)``. The event these batches realise is
+    ``RandomAllocation(k, t, Gaussian(σ))`` per epoch.
 
     Args:
       n: number of records ≥ 1.
       steps_per_epoch: t ≥ 1.
       seed: integer ≥ 0.
-      buckets: as for :class:`PoissonSampler` (default: its buckets at rate 1/t).
+      buckets: as for :class:`PoissonSampler` (default: its buckets at rate k/t).
+      steps_per_example: k, an integer in [1, t] (default 1: balls in bins).
 
     Example:
       >>> from jaxpriv.train.sampling import AllocationSampler
       >>> sampler = AllocationSampler(1000, steps_per_epoch=4, seed=0)
       >>> sum(sampler.sample(step).size for step in range(4))  # one epoch: every record once
       1000
+      >>> twice = AllocationSampler(1000, steps_per_epoch=4, seed=0, steps_per_example=2)
+      >>> sum(twice.sample(step).size for step in range(4))  # every record in 2 of the 4 steps
+      2000
     """
 
-    def __init__(self, n: int, *, steps_per_epoch: int, seed: int, buckets=None):
+    def __init__(self, n: int, *, steps_per_epoch: int, seed: int, buckets=None, steps_per_example: int = 1):
         n = int(check_array("n", n, 1.0, np.inf, integer=True))
         self.steps_per_epoch = int(check_array("steps_per_epoch", steps_per_epoch, 1.0, np.inf, integer=True))
-        super().__init__(1.0 / self.steps_per_epoch, seed=seed, n=n, buckets=buckets)
+        self.steps_per_example = int(check_array("steps_per_example", steps_per_example, 1.0,
+                                                 float(self.steps_per_epoch), integer=True))
+        super().__init__(self.steps_per_example / self.steps_per_epoch, seed=seed, n=n, buckets=buckets)
+
+    def _allocated(self, step):
+        if self.steps_per_example == 1:  # balls in bins: one uniform step per record
+            return _allocate(self._key, self.n, self.steps_per_epoch, step)
+        return _allocate_many(self._key, self.n, self.steps_per_example, self.steps_per_epoch, step)
 
     def sample(self, step: int) -> Batch:
         """The batch of step ``step`` (an integer ≥ 0), padded to its bucket."""
         step = int(check_array("step", step, 0.0, 2.0**31 - 1, integer=True))
-        selected, count = _allocate(self._key, self.n, self.steps_per_epoch, step)
+        selected, count = self._allocated(step)
         size = int(count)
         return Batch(*_pad(selected, self.bucket_for(size)), size, step)
 
     def _draw_steps(self, steps):
-        steps = jnp.asarray(steps, jnp.int32)
-        return jax.vmap(lambda t: _allocate(self._key, self.n, self.steps_per_epoch, t))(steps)
+        return jax.vmap(self._allocated)(jnp.asarray(steps, jnp.int32))
+
+
+@functools.partial(jax.jit, static_argnames=("n", "size"))
+def _fixed_block(key, steps, n: int, size: int):
+    """Per step t, a uniform ``size``-subset of the n records (a prefix of a uniform permutation) from
+    ``fold_in(key, t)``."""
+    draw = lambda t: jax.random.choice(jax.random.fold_in(key, t), n, (size,), replace=False)  # noqa: E731
+    return jax.vmap(draw)(steps).astype(jnp.int32)
+
+
+class FixedSizeSampler:
+    """Fixed-size batches: every step draws a uniform subset of exactly b of the n records, without
+    replacement within the step and independently across steps — the batches
+    ``SampledWithoutReplacement(b, n, Gaussian(σ))`` accounts (MATH §11.5). No padding: every batch has
+    the one shape (b,), its mask all True, so the step compiles once and no size crosses to the host.
+
+    Args:
+      n: number of records ≥ 1.
+      batch_size: b, an integer in [1, n].
+      seed: integer ≥ 0; the batch of step t depends only on (seed, t, n, b).
+
+    Example:
+      >>> import numpy as np
+      >>> from jaxpriv.train.sampling import FixedSizeSampler
+      >>> sampler = FixedSizeSampler(100, batch_size=8, seed=0)
+      >>> batch = sampler.sample(step=3)
+      >>> batch.size, batch.indices.shape, len(set(np.asarray(batch.indices).tolist()))
+      (8, (8,), 8)
+    """
+
+    def __init__(self, n: int, *, batch_size: int, seed: int):
+        self._n = int(check_array("n", n, 1.0, np.inf, integer=True))
+        self.batch_size = int(check_array("batch_size", batch_size, 1.0, float(self._n), integer=True))
+        self.seed = int(check_array("seed", seed, 0.0, 2.0**63 - 1, integer=True))
+        self.buckets = (self.batch_size,)
+        self.expected_size = float(self.batch_size)
+        self._key = jax.random.key(self.seed)
+        self._mask = jnp.ones(self.batch_size, bool)
+
+    @property
+    def n(self) -> int:
+        return self._n
+
+    def sample(self, step: int) -> Batch:
+        """The batch of step ``step`` (an integer ≥ 0)."""
+        step = int(check_array("step", step, 0.0, 2.0**31 - 1, integer=True))
+        return self.sample_block(step, 1)[0]
+
+    def sample_block(self, start: int, count: int) -> list[Batch]:
+        """The batches of steps ``start``, …, ``start + count − 1``, drawn in one call (nothing is transferred
+        to the host: every batch has b records).
+
+        Example:
+          >>> import numpy as np
+          >>> from jaxpriv.train.sampling import FixedSizeSampler
+          >>> sampler = FixedSizeSampler(100, batch_size=8, seed=0)
+          >>> a, b = sampler.sample_block(3, 2)
+          >>> np.array_equal(np.asarray(a.indices), np.asarray(sampler.sample(3).indices)), b.step
+          (True, 4)
+        """
+        start = int(check_array("start", start, 0.0, 2.0**31 - 1, integer=True))
+        count = int(check_array("count", count, 1.0, 2.0**31 - 1 - start, integer=True))
+        indices = _fixed_block(self._key, jnp.arange(start, start + count, dtype=jnp.uint32), self._n,
+                               self.batch_size)
+        return [Batch(indices[i], self._mask, self.batch_size, start + i) for i in range(count)]
 
 
 @jax.jit
