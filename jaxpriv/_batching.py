@@ -105,7 +105,7 @@ def map_rows(fn, *rows):
     On the CPU, a loop over rows (``lax.map``): one row of a grid kernel already fills the vector units, so
     batching rows buys no speed there and the batching interpreter costs time: on the PLD programs (2-core
     CPU, interleaved fresh processes) a first ε took 0.82× the CPU of the vmapped program and 64 settings
-    warm 0.77× (bench/README, "rows in a loop"). Rows sharded over several CPU devices are looped over on
+    warm 0.77× (bench/README, "Rows in a loop"). Rows sharded over several CPU devices are looped over on
     each device (``shard_map``), so every row runs the same loop body whatever the device count (the
     answers agree to 1e-13 relative, tests/test_distributed.py). On accelerators, ``vmap`` keeps rows parallel.
 
