@@ -16,10 +16,10 @@ from .. import rdp as rdp_curves
 from .._numerics import check_array
 from ..mechanisms import gaussian, laplace, randomized_response, staircase
 from . import laws
-from .base import Event, Parameter, event_type
+from .base import Event, Parameter, check_at_most, event_type
 
 __all__ = ["ScaleNoise", "Gaussian", "Laplace", "Staircase", "RandomizedResponse", "NOISE_MECHANISMS", "NoiseFamily",
-           "noise_family", "noise_mechanism", "sensitivity_norm", "require_gaussian"]
+           "noise_family", "noise_mechanism", "sensitivity_norm", "require_gaussian", "check_counted_gaussian"]
 
 
 def _full(x, size: int) -> np.ndarray:
@@ -81,6 +81,13 @@ def require_gaussian(owner: str, event, why: str) -> None:
     """``ValueError`` unless ``event`` (inside an ``owner`` event) is a Gaussian step; ``why`` says why."""
     if not isinstance(event, Gaussian):
         raise ValueError(f"{owner} event must be a Gaussian step ({why}), got {type(event).__name__}")
+
+
+def check_counted_gaussian(scheme, why: str, small: str, large: str, rule: str) -> None:
+    """``check()`` of a sampling scheme of a Gaussian step counted by two integers (a batch of b of n records,
+    k of t steps): its ``event`` is Gaussian (``why``), then :func:`.base.check_at_most` (``small`` ≤ ``large``)."""
+    require_gaussian(type(scheme).__name__, scheme.event, why)
+    check_at_most(scheme, small, large, rule)
 
 
 @event_type(("scale",))
