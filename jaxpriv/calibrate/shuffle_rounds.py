@@ -1,5 +1,8 @@
 """Central ε of many shuffle rounds, three ways side by side (MATH §3, §7).
 
+Calibration-layer code: it composes the shuffle kernels' rounds with the accountants, so it lives above
+:mod:`jaxpriv.accounting` (its old home ``jaxpriv.shuffle.rounds`` is a deprecated alias).
+
 Each round of APES/S-APES, GSPA, E-APES or UDP-FL releases one shuffled report per user (per uploaded
 dimension for S-APES). The seeds compose rounds with loose tools; jaxpriv has the exact one-round
 dominating pair (:mod:`jaxpriv.shuffle.clones`, MATH §3.1), whose privacy loss distribution is finite,
@@ -14,7 +17,7 @@ its certified discretisation:
 
 Example:
   >>> import numpy as np
-  >>> from jaxpriv.shuffle import rounds_epsilon
+  >>> from jaxpriv.calibrate.shuffle_rounds import rounds_epsilon
   >>> eps = np.linspace(0.05, 1.0, 10_000)
   >>> one, hundred = rounds_epsilon(eps, 1e-8, [1, 100], model="apes")
   >>> round(float(one), 3), bool(hundred < 100 * one)
@@ -28,7 +31,7 @@ import numpy as np
 from .. import accounting, fdp
 from .. import events as ev
 from .._numerics import check_array, float64
-from . import bounds, personalized
+from ..shuffle import bounds, personalized
 
 __all__ = ["rounds_epsilon", "rounds_summary", "MAX_TARGETS"]
 
@@ -58,7 +61,7 @@ def rounds_epsilon(local_epsilons, delta, rounds, *, dims: int = 1, model: str =
                    max_targets: int = MAX_TARGETS, progress=None):
     """Central ε after ``rounds`` × ``dims`` shuffled releases, by the PLD-composed exact clone pair.
 
-    Each release is one round of :class:`jaxpriv.events.Shuffled` with these personalized budgets (the
+    Each release is one round of :class:`jaxpriv.events.PersonalizedShuffled` with these budgets (the
     clone reduction, MATH §3.1; GSPA/E-APES or APES/EoN model), and the T·b releases compose by the PLD
     accountant (MATH §7): the upper end of its certified interval is returned.
 
@@ -96,7 +99,7 @@ def rounds_epsilon(local_epsilons, delta, rounds, *, dims: int = 1, model: str =
         raise ValueError(f"max_targets must be an integer in [1, inf), got {max_targets!r}")
     releases = rounds * dims
     if not per_user or model == "apes":
-        step = ev.Shuffled(eps, model=model)
+        step = ev.PersonalizedShuffled(eps, model=model)
         out = accounting.epsilon(ev.SelfComposed(step, releases), delta, accountant="pld", progress=progress)
         return np.broadcast_to(out[..., None], out.shape + (eps.size,)).copy() if per_user else out
     targets = np.unique(eps)
@@ -104,7 +107,7 @@ def rounds_epsilon(local_epsilons, delta, rounds, *, dims: int = 1, model: str =
         targets = np.geomspace(targets[0], targets[-1], max_targets)
         targets[-1] = eps.max()  # the grid's ends are the exact extremes
     index = np.minimum(np.searchsorted(targets, eps, side="left"), targets.size - 1)  # next grid point ≥ ε_t
-    step = ev.Shuffled(eps, model="gspa", target_epsilon=targets.reshape((-1,) + (1,) * rounds.ndim))
+    step = ev.PersonalizedShuffled(eps, model="gspa", target_epsilon=targets.reshape((-1,) + (1,) * rounds.ndim))
     values = accounting.epsilon(ev.SelfComposed(step, releases), delta, accountant="pld", progress=progress)
     return np.moveaxis(values[index], 0, -1)
 

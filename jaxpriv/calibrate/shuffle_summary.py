@@ -1,6 +1,8 @@
 """Every shuffle bound for one population of local budgets, side by side, and the figures for it.
 
-Used by ``jaxpriv shuffle``. The rows are the numeric (exact) accountants of MATH §3.1 and the closed forms
+Used by ``jaxpriv shuffle``; a report over the shuffle kernels, kept with the shuffled rounds in the
+calibration layer (its old home ``jaxpriv.shuffle.summary`` is a deprecated alias). The rows are the
+numeric (exact) accountants of MATH §3.1 and the closed forms
 of §3.2-3.3, each evaluated where it applies (uniform bounds at the largest local budget, which is what
 the seeds' "UniS" baseline does) and labelled with what it is: a bound, or an approximation.
 """
@@ -12,7 +14,7 @@ import warnings
 import numpy as np
 
 from .. import fdp, rdp
-from . import bounds, clones, personalized
+from ..shuffle import bounds, clones, personalized
 
 __all__ = ["shuffle_summary", "epsilon_versus_n", "plot_epsilon_versus_n", "plot_epsilon_versus_rounds", "plot_budgets"]
 
@@ -114,7 +116,7 @@ def plot_epsilon_versus_n(ns, curves: dict, path: str, title: str) -> str:
 
 def plot_epsilon_versus_rounds(rounds, composed: dict, path: str, title: str) -> str:
     """Central ε against the number of rounds T (log-log), one line per composition method of
-    :func:`jaxpriv.shuffle.rounds_summary` (approximations dashed)."""
+    :func:`jaxpriv.calibrate.shuffle_rounds.rounds_summary` (approximations dashed)."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(7.5, 5.0), layout="constrained")
