@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 
 import jax
 import jax.numpy as jnp
@@ -169,15 +170,24 @@ def scale_family(module: str, scale: str, symbol: str, law: str, log_density, lo
     variance (``variance_doc``: the formula, an example's argument and value). The module lists the three in
     its ``__test__`` so that their examples run as its doctests."""
 
-    def log_prob(x, s):
+    # The public parameter is named ``scale`` ("sigma", "scale"): keyword calls and help() see that name.
+    named = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    two = inspect.Signature([inspect.Parameter("x", named), inspect.Parameter(scale, named)])
+    one = inspect.Signature([inspect.Parameter(scale, named)])
+
+    def log_prob(*args, **kwargs):
+        x, s = two.bind(*args, **kwargs).args
         return scale_log_prob(log_density, x, s, scale)
 
-    def mean(s):
+    def mean(*args, **kwargs):
+        (s,) = one.bind(*args, **kwargs).args
         return scale_moment(jnp.zeros_like, s, scale)
 
-    def variance_(s):
+    def variance_(*args, **kwargs):
+        (s,) = one.bind(*args, **kwargs).args
         return scale_moment(variance, s, scale)
 
+    log_prob.__signature__, mean.__signature__, variance_.__signature__ = two, one, one
     formula, source, example, value = log_density_doc
     log_prob.__doc__ = _LOG_PROB_DOC.format(law=law, formula=formula, source=source, scale=scale, symbol=symbol,
                                             module=module, example=example, value=value)
