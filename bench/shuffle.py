@@ -234,7 +234,7 @@ def bench_rounds(repeats: int, quick: bool) -> dict:
     continuous budgets, T = 100) with the RDP accountant (Girgis et al.) beside it, and every composition
     at the seeds' settings for T = 10, 100, 1000."""
     from jaxpriv import accounting, events
-    from jaxpriv.shuffle import rounds_epsilon, rounds_summary
+    from jaxpriv.calibrate.shuffle_rounds import rounds_epsilon, rounds_summary
 
     out = {}
     uniform = events.SelfComposed(events.Shuffled(1.0, n=1_000_000), 1000)

@@ -99,18 +99,29 @@ def _epsilon_kernel(mu, delta):
     return jnp.where(below(jnp.zeros_like(mu)), 0.0, eps)  # conservative side: the end with δ ≤ target
 
 
-@_epsilon_kernel.defjvp
-def _epsilon_jvp(primals, tangents):
-    # Implicit function theorem on δ(μ, ε) = δ_target: dε = (∂δ/∂μ·dμ − dδ) / (−∂δ/∂ε).
-    mu, delta = primals
-    dmu, ddelta = tangents
-    eps = _epsilon_kernel(mu, delta)
-    log_dmu, log_deps = _log_partials(mu, eps)
-    # ε ≡ 0 on the clamped region; zeroing the coefficients (not the tangent) keeps reverse mode free
-    # of 0·inf.
-    c_mu = jnp.where(eps > 0, jnp.exp(log_dmu - log_deps), 0.0)
-    c_delta = jnp.where(eps > 0, -jnp.exp(-log_deps), 0.0)
-    return eps, dmu * c_mu + ddelta * c_delta
+def _implicit_jvp(kernel, solves_epsilon: bool):
+    """The JVP rule of ``kernel(given, δ)``, the root of δ(μ, ε) = δ_target in ε (``solves_epsilon``, given μ)
+    or in μ (given ε), by the implicit function theorem with the partials of :func:`_log_partials`:
+    dε = (∂δ/∂μ·dμ − dδ) / (−∂δ/∂ε) and dμ = (dδ + (−∂δ/∂ε)·dε) / (∂δ/∂μ)."""
+
+    def jvp(primals, tangents):
+        given, delta = primals
+        dgiven, ddelta = tangents
+        root = kernel(given, delta)
+        log_dmu, log_deps = _log_partials(*((given, root) if solves_epsilon else (root, given)))
+        if solves_epsilon:
+            # ε ≡ 0 on the clamped region; zeroing the coefficients (not the tangent) keeps reverse mode free
+            # of 0·inf.
+            c_given = jnp.where(root > 0, jnp.exp(log_dmu - log_deps), 0.0)
+            c_delta = jnp.where(root > 0, -jnp.exp(-log_deps), 0.0)
+        else:
+            c_given, c_delta = jnp.exp(log_deps - log_dmu), jnp.exp(-log_dmu)
+        return root, dgiven * c_given + ddelta * c_delta
+
+    return jvp
+
+
+_epsilon_kernel.defjvp(_implicit_jvp(_epsilon_kernel, solves_epsilon=True))
 
 
 @jax.custom_jvp
@@ -124,14 +135,7 @@ def _mu_kernel(epsilon, delta):
     return mu  # conservative side: the end with δ ≤ target
 
 
-@_mu_kernel.defjvp
-def _mu_jvp(primals, tangents):
-    # Implicit function theorem on δ(μ, ε) = δ_target: dμ = (dδ + (−∂δ/∂ε)·dε) / (∂δ/∂μ).
-    epsilon, delta = primals
-    deps, ddelta = tangents
-    mu = _mu_kernel(epsilon, delta)
-    log_dmu, log_deps = _log_partials(mu, epsilon)
-    return mu, ddelta * jnp.exp(-log_dmu) + deps * jnp.exp(log_deps - log_dmu)
+_mu_kernel.defjvp(_implicit_jvp(_mu_kernel, solves_epsilon=False))
 
 
 @kernel_jit

@@ -87,7 +87,7 @@ def test_rdp_accountant_curve_and_its_conversion():
     (lambda acc: acc.epsilon_of_curve(-np.ones(4), 1e-5), "curve must lie in"),
     (lambda acc: acc.epsilon_of_curve(np.ones((2, 4)), [1e-5, 1e-6, 1e-7]), "do not broadcast"),
     (lambda acc: acc.curve(events.Gaussian(-1.0)), "noise_multiplier"),
-    (lambda acc: acc.curve(events.Shuffled(np.array([1.0, 2.0]), model="gspa")), "cannot interpret"),
+    (lambda acc: acc.curve(events.PersonalizedShuffled(np.array([1.0, 2.0]), model="gspa")), "cannot interpret"),
 ])
 def test_rdp_accountant_curve_bad_input(call, match):
     from jaxpriv import accounting

@@ -133,6 +133,8 @@ def test_a_type_must_derive_from_event_and_declare_its_numbers():
     ("noise_multiplier", events.Gaussian, "noise_multiplier"),
     ("steps", events.SelfComposed, "count"),
     ("n", events.Shuffled, "n"),
+    ("dataset_size", events.SampledWithoutReplacement, "dataset_size"),
+    ("bands", events.AmplifiedBandMF, "bands"),
 ])
 def test_the_command_lines_rules_state_the_declared_ranges(option, event_type, field):
     """The command line checks its arguments before JAX is imported, so it keeps its own (numpy) table;

@@ -37,7 +37,7 @@ EVENTS = [
     ev.Composed((ev.Gaussian(2.0), dpsgd(0.1, 3.0, 7), ev.RandomizedResponse(1.0))),
     ev.Shuffled(1.0, n=1000),
     ev.Shuffled(1.0, n=1000, clones="strong"),
-    ev.Shuffled(np.array([0.5, 1.0, 2.0]), model="gspa"),
+    ev.PersonalizedShuffled(np.array([0.5, 1.0, 2.0]), model="gspa"),
 ]
 
 
@@ -118,7 +118,7 @@ def test_batch_shape():
     assert ev.batch_shape(dpsgd(q, sigma, 10)) == (3, 4)
     assert ev.batch_shape(ev.Composed((ev.Gaussian(sigma), ev.Laplace(np.ones((2, 1)))))) == (2, 4)
     # a personalized shuffle's budgets are a population, not a batch
-    assert ev.batch_shape(ev.Shuffled(np.ones(50), model="apes")) == ()
+    assert ev.batch_shape(ev.PersonalizedShuffled(np.ones(50), model="apes")) == ()
     assert ev.batch_shape(ev.Composed(())) == ()
 
 
@@ -129,13 +129,13 @@ def test_batch_shape_mismatch_names_the_fields():
 
 
 def test_map_numbers():
-    event = ev.Composed((dpsgd(0.01, 1.1, 100), ev.Shuffled(np.ones(3), model="gspa")))
+    event = ev.Composed((dpsgd(0.01, 1.1, 100), ev.PersonalizedShuffled(np.ones(3), model="gspa")))
     seen = []
     out = ev.map_numbers(event, lambda name, x: (seen.append(name), np.asarray(x) * 10)[1])
     assert sorted(seen) == ["count", "noise_multiplier", "rate"]
     assert float(out.events[0].event.rate) == pytest.approx(0.1)
     assert float(out.events[0].count) == 1000
-    np.testing.assert_array_equal(out.events[1].epsilon0, np.ones(3))  # personalized: untouched
+    np.testing.assert_array_equal(out.events[1].local_epsilons, np.ones(3))  # personalized: untouched
 
 
 # --------------------------------------------------------------------------------------------------
@@ -175,10 +175,9 @@ def test_valid_events_validate(event):
         (ev.Shuffled(1.0, n=10.5), r"Shuffled n must be an integer"),
         (ev.Shuffled(1.0), r"Shuffled with a uniform budget needs the number of users n"),
         (ev.Shuffled(0.0, n=10), r"Shuffled epsilon0 must lie in \(0\.0, inf\)"),
-        (ev.Shuffled(np.array([1.0]), model="gspa"), r"at least n = 2 users"),
-        (ev.Shuffled(np.ones((2, 2)), model="gspa"), r"local_epsilons must be a 1-D array"),
-        (ev.Shuffled(np.array([1.0, -1.0]), model="apes"), r"local_epsilons must lie in \(0\.0, inf\)"),
-        (ev.Shuffled(np.ones(3), n=3, model="apes"), r"takes n from len\(local_epsilons\)"),
+        (ev.PersonalizedShuffled(np.array([1.0]), model="gspa"), r"at least n = 2 users"),
+        (ev.PersonalizedShuffled(np.ones((2, 2)), model="gspa"), r"local_epsilons must be a 1-D array"),
+        (ev.PersonalizedShuffled(np.array([1.0, -1.0]), model="apes"), r"local_epsilons must lie in \(0\.0, inf\)"),
         # a nested bad number is found
         (ev.Composed((ev.Gaussian(1.0), dpsgd(2.0, 1.0, 3))), r"rate.{0,8} must lie in \[0\.0, 1\.0\]"),
         (ev.ClientSampled(0.5, dpsgd(0.1, -3.0, 3)), r"noise_multiplier.{0,8} must lie in \(0\.0, inf\)"),
@@ -250,8 +249,34 @@ def test_shuffled_constructor_errors(kwargs, match):
 def test_shuffled_defaults():
     assert ev.Shuffled(1.0, n=10).clones == "fmt22"
     assert not ev.Shuffled(1.0, n=10).personalized
-    p = ev.Shuffled(np.ones(3), model="apes")
+    with pytest.warns(DeprecationWarning, match="PersonalizedShuffled"):
+        p = ev.Shuffled(np.ones(3), model="apes")
     assert p.personalized and p.clones is None
+
+
+def test_the_deprecated_personalized_shuffled_is_a_personalized_shuffled():
+    """``Shuffled(local_epsilons, model=...)`` warns and is read exactly as :class:`PersonalizedShuffled`: the same
+    batch, the same refusal by the RDP accountant, the same PLD step (clone-count tables) to the bit."""
+    budgets = np.linspace(0.5, 2.0, 7)
+    for model, target in (("gspa", 1.0), ("apes", None)):
+        new = ev.PersonalizedShuffled(budgets, model=model, target_epsilon=target)
+        with pytest.warns(DeprecationWarning, match="PersonalizedShuffled"):
+            old = ev.Shuffled(budgets, model=model, target_epsilon=target)
+        same = old.as_personalized()
+        assert type(same) is ev.PersonalizedShuffled and (same.model, same.target_epsilon) == (model, target)
+        np.testing.assert_array_equal(same.local_epsilons, budgets)
+        ev.validate(old)
+        assert ev.batch_shape(old) == ev.batch_shape(new) == ()
+        assert ev.unsupported(old, "rdp") == ev.unsupported(new, "rdp") is not None
+        assert ev.unsupported(old, "pld") is None and ev.unsupported(new, "pld") is None
+        a, b = old.pld_step(3, None), new.pld_step(3, None)
+        for field in ("target_epsilon", "counts", "log_weights", "dropped"):
+            np.testing.assert_array_equal(np.asarray(getattr(a, field)), np.asarray(getattr(b, field)))
+        assert a.a_width == b.a_width
+    with pytest.warns(DeprecationWarning, match="PersonalizedShuffled"):
+        both = ev.Shuffled(budgets, n=7, model="apes")
+    with pytest.raises(ValueError, match=r"takes n from len\(local_epsilons\)"):
+        ev.validate(both)
 
 
 def test_validate_skips_traced_numbers():
@@ -479,12 +504,12 @@ def test_unknown_accountant(accountant):
          r"PLD accountant cannot interpret.*ClientSampled inside PoissonSampled"),
         (ev.Composed((ev.Shuffled(1.0, n=100), ev.PoissonSampled(0.1, ev.ClientSampled(0.5, ev.Gaussian(1.0))))),
          "pld", r"PLD accountant.*ClientSampled"),
-        (ev.Shuffled(np.ones(10), model="gspa"), "rdp", r"RDP accountant cannot interpret.*personalized"),
+        (ev.PersonalizedShuffled(np.ones(10), model="gspa"), "rdp", r"RDP accountant cannot interpret.*personalized"),
         # neither accountant interprets both parts: "best" names what RDP cannot do
-        (ev.Composed((ev.Shuffled(np.ones(10), model="apes"),
+        (ev.Composed((ev.PersonalizedShuffled(np.ones(10), model="apes"),
                       ev.PoissonSampled(0.1, ev.ClientSampled(0.5, ev.Gaussian(1.0))))), "best",
          r"RDP accountant cannot interpret.*personalized"),
-        (ev.Composed((ev.Gaussian(1.0), ev.Shuffled(np.ones(10), model="gspa"))), accounting.RDP(),
+        (ev.Composed((ev.Gaussian(1.0), ev.PersonalizedShuffled(np.ones(10), model="gspa"))), accounting.RDP(),
          r"RDP accountant cannot interpret.*personalized"),
     ],
 )

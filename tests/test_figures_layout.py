@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 
 from jaxpriv import report
 from jaxpriv.federated import rpdp_accounting as acct
-from jaxpriv.shuffle import summary
+from jaxpriv.calibrate import shuffle_summary as summary
 from jaxpriv.report import plot_learning_curve
 from jaxpriv.reproduce import apes, gspa, rpdp, udpfl
 from jaxpriv.train.dpsgd import EpochRecord

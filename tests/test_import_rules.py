@@ -2,7 +2,7 @@
 
 1. No module imports another module's private name: ``from m import _x`` and ``m._x`` (``m`` bound to a
    module of the package) are errors wherever they occur, at the top of a file or inside a function.
-   Private *modules* (``_numerics``, ``_checks``, ``_batching``, ``_lazy``, ``_reference``,
+   Private *modules* (``_numerics``, ``_checks``, ``_batching``, ``_lazy``, ``_reference``, ``_docs``,
    ``mechanisms/_common``) are shared infrastructure: their public names are for every module. What
    another module needs is public and documented, or it lives in the module it belongs to.
 2. No import runs up the layers of :data:`LAYERS`: a module imports from its own layer and the ones
@@ -38,7 +38,8 @@ SOURCE = pathlib.Path(__file__).resolve().parents[1] / PACKAGE
 LAYERS = [
     # numerics, validation, batching, lazy loading, the MATH reference, and the two no-JAX specifications
     ("infrastructure", ["jaxpriv._checks", "jaxpriv._numerics", "jaxpriv._batching", "jaxpriv._lazy",
-                        "jaxpriv._reference", "jaxpriv.schedule", "jaxpriv.budgets", "jaxpriv.distributed"]),
+                        "jaxpriv._docs", "jaxpriv._reference", "jaxpriv.schedule", "jaxpriv.budgets",
+                        "jaxpriv.distributed"]),
     # privacy curves (RDP, f-DP)
     ("curves", ["jaxpriv.rdp", "jaxpriv.rdp.*", "jaxpriv.fdp"]),
     # the noise mechanisms (samplers, densities, their own curves), shared by every caller
@@ -51,11 +52,11 @@ LAYERS = [
     ("events", ["jaxpriv.events", "jaxpriv.events.*"]),
     # the accountants, which read the mechanisms' and shuffling's curves
     ("accounting", ["jaxpriv.accounting", "jaxpriv.accounting.*", "jaxpriv.accountant"]),
-    # what solves with or composes the accountants: calibration, the Harmonizer, shuffled rounds, summaries
-    # (jaxpriv.mechanisms.harmonizer: a deprecated alias of jaxpriv.calibrate.harmonizer; shuffle.rounds composes
-    # shuffled rounds with the accountants, a calibration-layer module kept beside the shuffle kernels it reports)
+    # what solves with or composes the accountants: calibration, the Harmonizer, shuffled rounds and their summary
+    # (jaxpriv.mechanisms.harmonizer, jaxpriv.shuffle.rounds and jaxpriv.shuffle.summary: deprecated aliases of
+    # their calibrate/ modules, kept for old imports; a test below checks that they hold nothing else)
     ("calibration", ["jaxpriv.calibrate", "jaxpriv.calibrate.*", "jaxpriv.mechanisms.harmonizer",
-                     "jaxpriv.shuffle.rounds"]),
+                     "jaxpriv.shuffle.rounds", "jaxpriv.shuffle.summary"]),
     # DP-SGD: data, sampling, clipping, noise, the trainer
     ("train", ["jaxpriv.train", "jaxpriv.train.*"]),
     # the seed systems: their clients, aggregators, accounting and builders
@@ -181,6 +182,18 @@ def test_every_module_has_a_layer_and_every_entry_a_module():
     assert not stale, f"LAYERS entries naming no module: {stale}"
 
 
+def test_a_module_outside_its_folders_layer_is_only_a_deprecated_alias():
+    """Folders are layers: a module placed in a layer other than its package's is a deprecated alias of the
+    module that moved (imports, ``__all__`` and a DeprecationWarning), never code of its own."""
+    for module in MODULES:
+        package = module.rsplit(".", 1)[0]
+        if module in _LAYER and layer_of(package + ".*") not in (None, layer_of(module)):
+            tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+            kinds = {type(node) for node in tree.body}
+            assert kinds <= {ast.Import, ast.ImportFrom, ast.Assign, ast.Expr}, f"{module} holds code of its own"
+            assert "DeprecationWarning" in MODULES[module].read_text(encoding="utf-8"), f"{module} is not deprecated"
+
+
 def test_no_module_imports_another_modules_private_name():
     found = [f"{MODULES[module].relative_to(SOURCE.parent)}:{line}: {name}"
              for module, (_, private, _) in SCANS.items() for line, name in private]
@@ -244,11 +257,12 @@ def test_the_scanner_sees_private_names(source, expected, tmp_path, monkeypatch)
 
 def test_the_scanner_sees_an_upward_import(tmp_path, monkeypatch):
     path = tmp_path / "probe.py"
-    path.write_text("def f():\n    from ..shuffle import rounds\n    return rounds\n", encoding="utf-8")
+    path.write_text("def f():\n    from ..calibrate import shuffle_rounds\n    return shuffle_rounds\n",
+                    encoding="utf-8")
     monkeypatch.setitem(MODULES, "jaxpriv.mechanisms.probe", path)
     imports, _, _ = _scan("jaxpriv.mechanisms.probe")
-    assert [target for _, target in imports] == ["jaxpriv.shuffle.rounds"]
-    assert layer_of("jaxpriv.shuffle.rounds") > layer_of("jaxpriv.mechanisms.probe")
+    assert [target for _, target in imports] == ["jaxpriv.calibrate.shuffle_rounds"]
+    assert layer_of("jaxpriv.calibrate.shuffle_rounds") > layer_of("jaxpriv.mechanisms.probe")
 
 
 #: packages whose programs keep XLA's default options: the trainer and what runs models (convolutions and

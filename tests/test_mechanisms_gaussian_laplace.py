@@ -316,3 +316,18 @@ def test_float32_noise_scale_is_rounded_up_not_to_nearest():
     scaled = jax.jit(lambda k, s: jax.random.normal(k, (1000,)) * s)  # compiled like the sampler
     np.testing.assert_array_equal(np.asarray(got), np.asarray(scaled(key, up)))
     assert not np.array_equal(np.asarray(got), np.asarray(scaled(key, np.float32(0.7))))
+
+
+def test_the_shared_scale_family_functions_keep_their_public_parameter_names():
+    """log_prob, mean and variance are written once for both families (mechanisms/_common.scale_family); each
+    module's functions still take their own parameter by name, and help() shows it."""
+    import inspect
+
+    for module, name in ((gaussian, "sigma"), (laplace, "scale")):
+        assert str(inspect.signature(module.log_prob)) == f"(x, {name})"
+        assert str(inspect.signature(module.mean)) == str(inspect.signature(module.variance)) == f"({name})"
+        assert float(module.log_prob(x=0.5, **{name: 2.0})) == float(module.log_prob(0.5, 2.0))
+        assert float(module.variance(**{name: 3.0})) == float(module.variance(3.0))
+        with pytest.raises(TypeError):
+            module.mean(b=1.0)
+        assert module.log_prob.__module__ == module.__name__ and module.variance.__name__ == "variance"

@@ -16,7 +16,8 @@ from scipy import optimize, stats
 
 from jaxpriv import accounting
 from jaxpriv import events as ev
-from jaxpriv.shuffle import clones_delta, clones_epsilon, personalized_epsilon, rounds_epsilon, rounds_summary
+from jaxpriv.calibrate.shuffle_rounds import rounds_epsilon, rounds_summary
+from jaxpriv.shuffle import clones_delta, clones_epsilon, personalized_epsilon
 
 
 def _pair(clone_pmf, eps_t):
@@ -107,7 +108,7 @@ def test_personalized_rounds_match_the_enumerated_product_pair(model, rounds, n)
     pair = _pair(_poisson_binomial(others), eps_star)
     delta = 1e-3
     exact_eps = _exact_epsilon(pair, rounds, delta)
-    lower, upper = accounting.epsilon_interval(ev.SelfComposed(ev.Shuffled(eps, model=model), rounds), delta)
+    lower, upper = accounting.epsilon_interval(ev.SelfComposed(ev.PersonalizedShuffled(eps, model=model), rounds), delta)
     assert lower <= exact_eps <= upper <= 1.01 * exact_eps
 
 
@@ -124,7 +125,7 @@ def test_personalized_one_round_brackets_the_exact_personalized_sum():
     eps = np.random.default_rng(0).uniform(0.05, 1.0, 3000)
     for model in ("gspa", "apes"):
         exact = float(personalized_epsilon(eps, 1e-8, model=model))
-        lower, upper = accounting.epsilon_interval(ev.Shuffled(eps, model=model), 1e-8)
+        lower, upper = accounting.epsilon_interval(ev.PersonalizedShuffled(eps, model=model), 1e-8)
         assert lower <= exact and exact * (1 - 2e-9) <= upper <= exact * 1.001
 
 
@@ -152,7 +153,7 @@ def test_pld_is_tighter_than_rdp_and_best_takes_it():
     rdp = float(accounting.epsilon(event, 1e-8, accountant="rdp"))
     assert pld < rdp / 3 and float(accounting.epsilon(event, 1e-8)) == pld
     # personalized budgets have no RDP curve: "best" uses the PLD accountant alone
-    personal = ev.Shuffled(np.linspace(0.5, 1.0, 100), model="gspa")
+    personal = ev.PersonalizedShuffled(np.linspace(0.5, 1.0, 100), model="gspa")
     assert float(accounting.epsilon(personal, 1e-6)) == float(accounting.epsilon(personal, 1e-6, accountant="pld"))
 
 
@@ -199,9 +200,9 @@ def test_rounds_epsilon_bad_input(kwargs, message):
 
 @pytest.mark.parametrize("event, message", [
     (ev.Shuffled(1.0, n=1), r"Shuffled n must lie in \[2\.0, inf\)"),
-    (ev.Shuffled(np.array([1.0, np.nan]), model="gspa"), r"Shuffled local_epsilons"),
-    (ev.Shuffled(np.ones(3), model="apes", target_epsilon=1.0), r"target_epsilon is only defined for model='gspa'"),
-    (ev.Shuffled(np.ones(3), model="gspa", target_epsilon=-1.0), r"Shuffled target_epsilon must lie in \(0\.0, inf\)"),
+    (ev.PersonalizedShuffled(np.array([1.0, np.nan]), model="gspa"), r"Shuffled local_epsilons"),
+    (ev.PersonalizedShuffled(np.ones(3), model="apes", target_epsilon=1.0), r"target_epsilon is only defined for model='gspa'"),
+    (ev.PersonalizedShuffled(np.ones(3), model="gspa", target_epsilon=-1.0), r"Shuffled target_epsilon must lie in \(0\.0, inf\)"),
     (ev.Shuffled(1.0, n=10, target_epsilon=1.0), r"target_epsilon is only defined for personalized budgets"),
     (ev.SelfComposed(ev.Shuffled(1.0, n=10), -1), r"SelfComposed count T must lie in \[0\.0, inf\)"),
 ])
@@ -235,3 +236,21 @@ def test_clone_probabilities_bad_input(eps, model, message):
 
     with pytest.raises(ValueError, match=message):
         clone_probabilities(eps, model)
+
+
+def test_the_old_homes_of_rounds_and_summary_warn_and_alias_the_calibration_modules(monkeypatch):
+    """shuffle/rounds.py and shuffle/summary.py moved to the calibration layer; the old module paths warn and
+    hand out the same objects, and ``jaxpriv.shuffle.rounds_epsilon`` still resolves."""
+    import importlib
+    import sys
+
+    import jaxpriv.shuffle
+
+    for old, new in (("jaxpriv.shuffle.rounds", "jaxpriv.calibrate.shuffle_rounds"),
+                     ("jaxpriv.shuffle.summary", "jaxpriv.calibrate.shuffle_summary")):
+        monkeypatch.delitem(sys.modules, old, raising=False)
+        with pytest.warns(DeprecationWarning, match=new):
+            alias = importlib.import_module(old)
+        moved = importlib.import_module(new)
+        assert alias.__all__ and all(getattr(alias, name) is getattr(moved, name) for name in alias.__all__)
+    assert jaxpriv.shuffle.rounds_epsilon is rounds_epsilon

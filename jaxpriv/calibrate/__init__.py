@@ -75,13 +75,25 @@ def _sigma_core_jvp(orders_key, primals, tangents):
 _sigma_jit = kernel_jit(_sigma_core, static_argnums=(5,))
 
 
-def _validated(**named):
-    """Validate named (value, lo, hi, lo_open, hi_open, worse) specs and broadcast them to one shape;
-    ``worse`` is the direction that makes privacy worse (see :func:`jaxpriv._numerics.check_array`)."""
-    arrays = {
-        name: check_array(name, value, lo, hi, lo_open=lo_open, hi_open=hi_open, worse=worse)
-        for name, (value, lo, hi, lo_open, hi_open, worse) in named.items()
-    }
+#: The calibrators' arguments, each with its valid range (lo, hi, lo_open, hi_open) and the direction that
+#: makes privacy worse (see :func:`jaxpriv._numerics.check_array`): one table for every solver below.
+_ARGUMENTS = {
+    "target_epsilon": (0.0, np.inf, True, False, "down"),
+    "q": (0.0, 1.0, True, False, "up"),
+    "sigma": (0.0, np.inf, True, False, "down"),
+    "steps": (1.0, np.inf, False, False, "up"),
+    "client_rate": (0.0, 1.0, True, False, "up"),
+    "rounds": (1.0, np.inf, False, False, "up"),
+    "delta": (0.0, 1.0, True, True, "down"),
+}
+
+
+def _validated(**values):
+    """Validate the named arguments against :data:`_ARGUMENTS` and broadcast them to one shape."""
+    arrays = {}
+    for name, value in values.items():
+        lo, hi, lo_open, hi_open, worse = _ARGUMENTS[name]
+        arrays[name] = check_array(name, value, lo, hi, lo_open=lo_open, hi_open=hi_open, worse=worse)
     shape = check_broadcastable(**arrays)
     # concrete numbers broadcast in numpy: an eager jnp.broadcast_to would compile a program per shape
     return shape, [np.broadcast_to(np.asarray(a), shape) if is_concrete(a) else jnp.broadcast_to(a, shape)
@@ -200,12 +212,7 @@ def noise_multiplier(target_epsilon, q, steps, delta, *, orders=None, accountant
     """
     _check_table(max_exact, table_rtol)
     with float64():
-        shape, arrays = _validated(
-            target_epsilon=(target_epsilon, 0.0, np.inf, True, False, "down"),
-            q=(q, 0.0, 1.0, True, False, "up"),
-            steps=(steps, 1.0, np.inf, False, False, "up"),
-            delta=(delta, 0.0, 1.0, True, True, "down"),
-        )
+        shape, arrays = _validated(target_epsilon=target_epsilon, q=q, steps=steps, delta=delta)
         if accountant != "rdp":
             return _by_events(lambda s, q_, t: events.SelfComposed(events.PoissonSampled(q_, events.Gaussian(s)), t),
                               shape, arrays, (1e-2, 1e4), accountant, np.inf, chunk_size, progress)
@@ -345,12 +352,12 @@ def sampling_rate(target_epsilon, sigma, steps, delta, *, rounds=None, client_ra
     _check_table(max_exact, table_rtol)
     with float64():
         shape, arrays = _validated(
-            target_epsilon=(target_epsilon, 0.0, np.inf, True, False, "down"),
-            sigma=(sigma, 0.0, np.inf, True, False, "down"),
-            steps=(steps, 1.0, np.inf, False, False, "up"),
-            client_rate=(1.0 if client_rate is None else client_rate, 0.0, 1.0, True, False, "up"),
-            rounds=(1.0 if rounds is None else rounds, 1.0, np.inf, False, False, "up"),
-            delta=(delta, 0.0, 1.0, True, True, "down"),
+            target_epsilon=target_epsilon,
+            sigma=sigma,
+            steps=steps,
+            client_rate=1.0 if client_rate is None else client_rate,
+            rounds=1.0 if rounds is None else rounds,
+            delta=delta,
         )
         if accountant != "rdp":
             if two_stage:
@@ -427,12 +434,7 @@ def steps(target_epsilon, q, sigma, delta, *, orders=None, accountant="rdp", chu
       10000
     """
     with float64():
-        shape, arrays = _validated(
-            target_epsilon=(target_epsilon, 0.0, np.inf, True, False, "down"),
-            q=(q, 0.0, 1.0, True, False, "up"),
-            sigma=(sigma, 0.0, np.inf, True, False, "down"),
-            delta=(delta, 0.0, 1.0, True, True, "down"),
-        )
+        shape, arrays = _validated(target_epsilon=target_epsilon, q=q, sigma=sigma, delta=delta)
         if accountant != "rdp":
             t = _by_events(lambda t_, q_, s: events.SelfComposed(events.PoissonSampled(q_, events.Gaussian(s)),
                                                                 np.floor(t_)),
@@ -523,10 +525,7 @@ def calibrate(make_event, target_epsilon, delta, *, bounds, accountant="best", x
     if is_rdp and not (is_concrete(target_epsilon) and is_concrete(delta)):
         return _differentiable_rdp_solution(make_event, target_epsilon, delta, (lo_b, hi_b), accountant, xtol)
     with float64():
-        shape, (targets, deltas) = _validated(
-            target_epsilon=(target_epsilon, 0.0, np.inf, True, False, "down"),
-            delta=(delta, 0.0, 1.0, True, True, "down"),
-        )
+        shape, (targets, deltas) = _validated(target_epsilon=target_epsilon, delta=delta)
         targets = np.asarray(targets, np.float64).reshape(-1)
         deltas = np.asarray(deltas, np.float64).reshape(-1)
     tol = (SOLVE_XTOL if is_rdp else 1e-6) if xtol is None else float(xtol)

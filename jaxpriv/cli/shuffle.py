@@ -44,14 +44,14 @@ def cmd_shuffle(args) -> int:
     from rich.markup import escape
 
     from ..shuffle import budgets as budget_specs
-    from ..shuffle import summary
+    from ..calibrate import shuffle_summary as summary
     from ..shuffle.personalized import personalized_epsilon
 
     eps = args.budget_values
     rows = summary.shuffle_summary(eps, args.delta)
     composed = None
     if args.rounds:
-        from ..shuffle.rounds import rounds_summary
+        from ..calibrate.shuffle_rounds import rounds_summary
 
         composed = rounds_summary(eps, args.delta, args.rounds, dims=args.dims)
     if args.json:

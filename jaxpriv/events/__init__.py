@@ -27,8 +27,9 @@ event                                  what was released
                                        happens with probability λ (MATH §1.5)
 ``SelfComposed(event, count)``         ``event`` repeated T times
 ``Composed(events)``                   the events in sequence
-``Shuffled(epsilon0, n, clones)``      n shuffled ε₀-LDP reports (MATH §3.1); personalized budgets via
-                                       ``Shuffled(local_epsilons, model=...)``
+``Shuffled(epsilon0, n, clones)``      n shuffled ε₀-LDP reports (MATH §3.1)
+``PersonalizedShuffled(eps_i, model)``  shuffled reports with one local budget per user (a population, not a
+                                       batch); ``Shuffled(eps_i, model=...)`` is its deprecated spelling
 ``AmplifiedBandMF(σ, q, n, b)``        n steps of b-banded matrix-factorization noise (``noise_multiplier``
                                        σ, ``sampling_rate`` q, ``steps`` n, ``bands`` b) with cyclic Poisson
                                        sampling over b partitions (MATH §12.2): ⌈n/b⌉ subsampled Gaussians
@@ -60,7 +61,7 @@ from .correlated import AmplifiedBandMF
 from .noise import (NOISE_MECHANISMS, Gaussian, Laplace, NoiseFamily, RandomizedResponse, Staircase,
                     noise_family, noise_mechanism, sensitivity_norm)
 from .sampling import ClientSampled, PoissonSampled
-from .shuffled import SHUFFLE_CLONES, SHUFFLE_MODELS, Shuffled
+from .shuffled import SHUFFLE_CLONES, SHUFFLE_MODELS, PersonalizedShuffled, Shuffled
 from .shuffled_batches import ShuffledBatches
 
 __all__ = [
@@ -77,6 +78,7 @@ __all__ = [
     "SelfComposed",
     "Composed",
     "Shuffled",
+    "PersonalizedShuffled",
     "AmplifiedBandMF",
     "Event",
     "Parameter",

@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from ..mechanisms import allocation
-from .base import Event, Parameter, check_at_most, event_type
-from .noise import require_gaussian
+from .base import Event, Parameter, event_type
+from .noise import check_counted_gaussian
 from .sampling import ClientMixture, pack_atoms
 
 __all__ = ["RandomAllocation"]
@@ -56,8 +56,8 @@ class RandomAllocation(Event):
     CHILD = "event"
 
     def check(self):
-        require_gaussian("RandomAllocation", self.event, "its loss law is derived for Gaussian noise")
-        check_at_most(self, "k", "t", "k must be at most t (an example takes part in k of the t steps)")
+        check_counted_gaussian(self, "its loss law is derived for Gaussian noise", "k", "t",
+                               "k must be at most t (an example takes part in k of the t steps)")
 
     def unsupported_by(self, accountant):
         if accountant == "rdp":

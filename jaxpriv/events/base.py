@@ -214,11 +214,13 @@ def check_at_most(event, small: str, large: str, rule: str) -> None:
 
 
 def event_types() -> list[type]:
-    """Every event type defined so far (subclasses of :class:`Event`, recursively)."""
+    """Every event type defined so far (subclasses of :class:`Event`, recursively, registered with
+    :func:`event_type`; a shared base such as :class:`.noise.ScaleNoise` is not one)."""
     found, todo = [], list(Event.__subclasses__())
     while todo:
         cls = todo.pop(0)
-        found.append(cls)
+        if dataclasses.is_dataclass(cls):
+            found.append(cls)
         todo.extend(cls.__subclasses__())
     return found
 
@@ -290,8 +292,9 @@ def leaves(event) -> list:
 
 
 def batch_shape(event) -> tuple:
-    """Broadcast shape of every numeric leaf: the batch of settings the event describes. Personalized
-    ``Shuffled`` budgets are a population, not a batch, and do not count. ``ValueError`` on a mismatch.
+    """Broadcast shape of every numeric leaf: the batch of settings the event describes. The personalized
+    budgets of ``PersonalizedShuffled`` are a population, not a batch, and do not count. ``ValueError`` on a
+    mismatch.
 
     Example:
       >>> import numpy as np

@@ -34,10 +34,17 @@ from jax.scipy import special
 from .. import rdp as rdp_curves
 from .._numerics import as_output, float64
 from . import laws
-from .base import Event, Parameter, check_at_most, event_type
-from .noise import require_gaussian
+from .base import Event, Parameter, event_type
+from .noise import check_counted_gaussian, require_gaussian
 
-__all__ = ["SampledWithoutReplacement", "TruncatedPoissonSampled"]
+__all__ = ["SampledWithoutReplacement", "TruncatedPoissonSampled", "batch_parameters"]
+
+
+def batch_parameters(owner: str) -> tuple:
+    """The ``PARAMETERS`` of a batch of b = ``batch_size`` of the n = ``dataset_size`` records (integers ≥ 1),
+    named for the event type ``owner`` (with :func:`.noise.check_counted_gaussian` for b ≤ n)."""
+    return (Parameter("batch_size", f"{owner} batch_size b", 1.0, integer=True),
+            Parameter("dataset_size", f"{owner} dataset_size n", 1.0, integer=True))
 
 
 @event_type(("batch_size", "dataset_size", "event"))
@@ -49,13 +56,12 @@ class SampledWithoutReplacement(Event):
     dataset_size: Any
     event: Any
 
-    PARAMETERS = (Parameter("batch_size", "SampledWithoutReplacement batch_size b", 1.0, integer=True),
-                  Parameter("dataset_size", "SampledWithoutReplacement dataset_size n", 1.0, integer=True))
+    PARAMETERS = batch_parameters("SampledWithoutReplacement")
     CHILD = "event"
 
     def check(self):
-        require_gaussian("SampledWithoutReplacement", self.event, "the coupling doubles its sensitivity")
-        check_at_most(self, "batch_size", "dataset_size", "batch_size b must be at most dataset_size n")
+        check_counted_gaussian(self, "the coupling doubles its sensitivity", "batch_size", "dataset_size",
+                               "batch_size b must be at most dataset_size n")
 
     def _rate(self):
         return self.batch_size / self.dataset_size

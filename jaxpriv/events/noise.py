@@ -8,7 +8,7 @@ search range.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -16,18 +16,49 @@ from .. import rdp as rdp_curves
 from .._numerics import check_array
 from ..mechanisms import gaussian, laplace, randomized_response, staircase
 from . import laws
-from .base import Event, Parameter, event_type
+from .base import Event, Parameter, check_at_most, event_type
 
-__all__ = ["Gaussian", "Laplace", "Staircase", "RandomizedResponse", "NOISE_MECHANISMS", "NoiseFamily",
-           "noise_family", "noise_mechanism", "sensitivity_norm", "require_gaussian"]
+__all__ = ["ScaleNoise", "Gaussian", "Laplace", "Staircase", "RandomizedResponse", "NOISE_MECHANISMS", "NoiseFamily",
+           "noise_family", "noise_mechanism", "sensitivity_norm", "require_gaussian", "check_counted_gaussian"]
 
 
 def _full(x, size: int) -> np.ndarray:
     return np.broadcast_to(np.asarray(x, np.float64), (size,)).copy()
 
 
+class ScaleNoise(Event):
+    """Base of an additive noise of one scale (Gaussian, Laplace): its RDP curve and loss law are functions of
+    the :data:`NOISE_SCALE` field alone, and its dp_accounting DpEvent takes that number as
+    ``noise_multiplier``. A subclass declares the field, ``PARAMETERS``, ``DP_ACCOUNTING``, ``NOISE_SCALE``,
+    ``sample_noise``, ``CURVE`` (the unit-sensitivity RDP curve), ``LAW`` (the loss law) and its lattice."""
+
+    #: the RDP curve of the scale, ``CURVE(scale, orders)`` (a kernel of :mod:`jaxpriv.rdp`)
+    CURVE: ClassVar[Callable]
+    #: the loss law of the scale, ``LAW(scale)`` (a kernel of :mod:`.laws`)
+    LAW: ClassVar[Callable]
+
+    def noise_scale(self):
+        """The value of the :data:`NOISE_SCALE` field."""
+        return getattr(self, self.NOISE_SCALE)
+
+    def rdp(self, orders):
+        return self.CURVE(self.noise_scale(), orders)
+
+    def pld_law(self, add):
+        return self.LAW(self.noise_scale())
+
+    def to_dp_accounting(self, convert):
+        import dp_accounting
+
+        return getattr(dp_accounting, self.DP_ACCOUNTING[0])(float(self.noise_scale()))
+
+    @classmethod
+    def from_dp_accounting(cls, dp_event, convert):
+        return cls(dp_event.noise_multiplier)
+
+
 @event_type(("noise_multiplier",))
-class Gaussian(Event):
+class Gaussian(ScaleNoise):
     """Gaussian mechanism, noise multiplier σ > 0 (noise standard deviation / L2 sensitivity)."""
 
     noise_multiplier: Any
@@ -36,27 +67,14 @@ class Gaussian(Event):
     DP_ACCOUNTING = ("GaussianDpEvent",)
     NOISE_SCALE = "noise_multiplier"
     sample_noise = staticmethod(gaussian.sample)
-
-    def rdp(self, orders):
-        return rdp_curves.gaussian(self.noise_multiplier, orders)
+    CURVE = staticmethod(rdp_curves.gaussian)  # Mironov 2017, Prop. 7
+    LAW = staticmethod(laws.gaussian)
 
     def subsampled_rdp(self, rate, orders):  # the exact series (MATH §1.3)
         return rdp_curves.subsampled_gaussian(rate, self.noise_multiplier, orders)
 
-    def pld_law(self, add):
-        return laws.gaussian(self.noise_multiplier)
-
     def pld_lattice(self, size):
         return np.zeros(size)
-
-    def to_dp_accounting(self, convert):
-        import dp_accounting
-
-        return dp_accounting.GaussianDpEvent(float(self.noise_multiplier))
-
-    @classmethod
-    def from_dp_accounting(cls, dp_event, convert):
-        return cls(dp_event.noise_multiplier)
 
 
 def require_gaussian(owner: str, event, why: str) -> None:
@@ -65,8 +83,15 @@ def require_gaussian(owner: str, event, why: str) -> None:
         raise ValueError(f"{owner} event must be a Gaussian step ({why}), got {type(event).__name__}")
 
 
+def check_counted_gaussian(scheme, why: str, small: str, large: str, rule: str) -> None:
+    """``check()`` of a sampling scheme of a Gaussian step counted by two integers (a batch of b of n records,
+    k of t steps): its ``event`` is Gaussian (``why``), then :func:`.base.check_at_most` (``small`` ≤ ``large``)."""
+    require_gaussian(type(scheme).__name__, scheme.event, why)
+    check_at_most(scheme, small, large, rule)
+
+
 @event_type(("scale",))
-class Laplace(Event):
+class Laplace(ScaleNoise):
     """Laplace mechanism, scale b > 0 (noise scale / L1 sensitivity); pure ε = 1/b."""
 
     scale: Any
@@ -75,24 +100,11 @@ class Laplace(Event):
     DP_ACCOUNTING = ("LaplaceDpEvent",)
     NOISE_SCALE = "scale"
     sample_noise = staticmethod(laplace.sample)
-
-    def rdp(self, orders):
-        return rdp_curves.laplace(self.scale, orders)
-
-    def pld_law(self, add):
-        return laws.laplace(self.scale)
+    CURVE = staticmethod(rdp_curves.laplace)  # Mironov 2017, Prop. 6
+    LAW = staticmethod(laws.laplace)
 
     def pld_lattice(self, size):
         return 1.0 / _full(self.scale, size)
-
-    def to_dp_accounting(self, convert):
-        import dp_accounting
-
-        return dp_accounting.LaplaceDpEvent(float(self.scale))
-
-    @classmethod
-    def from_dp_accounting(cls, dp_event, convert):
-        return cls(dp_event.noise_multiplier)
 
 
 @event_type(("epsilon", "gamma"), ("dimension",))

@@ -36,7 +36,8 @@ Device side (:meth:`CloneCounts.pld_law`): for each block, the Bin(C, ½) pmf ov
 +∞), its cumulative sums from both ends (each tail without cancellation), and a gather at the
 thresholds of the requested losses, scanned over blocks to bound memory.
 
-Personalized budgets (``Shuffled(local_epsilons, model=...)``): C is the Poisson-binomial of every
+Personalized budgets (:class:`PersonalizedShuffled`; the older ``Shuffled(local_epsilons, model=...)`` is a
+deprecated spelling of it): C is the Poisson-binomial of every
 user except the one with the largest clone probability (a stochastically smallest leave-one-out count,
 valid for every target, MATH §3.1); the target answers at the largest budget (or at ``target_epsilon``,
 GSPA model). Budgets with more than :data:`MAX_GROUPS` distinct clone probabilities are rounded down on
@@ -47,6 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from typing import Any
 
 import jax
@@ -54,7 +56,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._batching import static_size
-from .._numerics import check_array, is_concrete, log_expm1
+from .._numerics import is_concrete, log_expm1
 from ..shuffle import bounds as _bounds
 from ..shuffle import clones as _clones
 from ..shuffle import personalized as _personalized
@@ -62,7 +64,7 @@ from ..shuffle.poisson_binomial import leave_one_out_windows
 from . import laws
 from .base import Event, Parameter, event_type
 
-__all__ = ["Shuffled", "SHUFFLE_CLONES", "SHUFFLE_MODELS", "CloneCounts", "BLOCK_RTOL"]
+__all__ = ["Shuffled", "PersonalizedShuffled", "SHUFFLE_CLONES", "SHUFFLE_MODELS", "CloneCounts", "BLOCK_RTOL"]
 
 #: largest relative width of a block of clone counts (merged at its smallest C; see the module docstring)
 BLOCK_RTOL = 1e-4
@@ -140,9 +142,10 @@ def personalized_law(local_epsilons, model: str):
 
 
 def _counts_step(shuffled, B: int) -> CloneCounts:
-    """The :class:`CloneCounts` step of a (validated) Shuffled event over a batch of B settings."""
-    if shuffled.personalized:
-        eps_star, counts, logw, dropped = personalized_law(shuffled.epsilon0, shuffled.model)
+    """The :class:`CloneCounts` step of a (validated) Shuffled or PersonalizedShuffled event over a batch of B
+    settings."""
+    if isinstance(shuffled, PersonalizedShuffled):
+        eps_star, counts, logw, dropped = personalized_law(shuffled.local_epsilons, shuffled.model)
         target = eps_star if shuffled.target_epsilon is None else shuffled.target_epsilon
         target = np.broadcast_to(np.asarray(target, np.float64), (B,))
         tables = [(counts, logw, dropped)] * B
@@ -250,18 +253,70 @@ SHUFFLE_CLONES = ("fmt22", "strong")
 SHUFFLE_MODELS = ("gspa", "apes")
 
 
+@event_type(("local_epsilons", "target_epsilon"), ("model",))
+class PersonalizedShuffled(Event):
+    """One round of shuffled local reports with personalized budgets (MATH §3.1): ``local_epsilons`` a 1-D array
+    of one ε per user (its length is n; a population, not a batch), ``model`` "gspa" or "apes" (how a budget
+    becomes a clone probability, :func:`jaxpriv.shuffle.personalized.clone_probabilities`).
+
+    The guarantee is the worst case over users (the target answers at max ε_i); with ``model="gspa"``,
+    ``target_epsilon`` (a number or an array: a batch) gives the guarantee of a user with that budget instead.
+    Either way the other users' clone count is the Poisson-binomial of all users but the one with the largest
+    clone probability (valid for every target, MATH §3.1). Only the PLD accountant interprets it.
+
+    Example:
+      >>> import numpy as np
+      >>> from jaxpriv import events
+      >>> step = events.PersonalizedShuffled(np.linspace(0.5, 1.0, 1000), model="gspa")
+      >>> events.batch_shape(step), events.unsupported(step, "rdp")
+      ((), "Shuffled with personalized budgets (no RDP bound is implemented for it; use accountant='pld')")
+    """
+
+    local_epsilons: Any
+    model: str
+    target_epsilon: Any = None
+
+    PARAMETERS = (Parameter("local_epsilons", "PersonalizedShuffled local_epsilons", lo_open=True),
+                  Parameter("target_epsilon", "PersonalizedShuffled target_epsilon", lo_open=True))
+
+    def __post_init__(self):
+        if self.model not in SHUFFLE_MODELS:
+            raise ValueError(f"PersonalizedShuffled model must be one of {SHUFFLE_MODELS}, got {self.model!r}")
+
+    def batch_numbers(self):
+        """The budgets are a population, not a batch: only ``target_epsilon`` indexes settings."""
+        return {} if self.target_epsilon is None else {"target_epsilon": self.target_epsilon}
+
+    def check(self):
+        if is_concrete(self.local_epsilons) and np.ndim(self.local_epsilons) != 1:
+            raise ValueError("PersonalizedShuffled local_epsilons must be a 1-D array with one budget per user, "
+                             f"got shape {np.shape(self.local_epsilons)}")
+        if is_concrete(self.local_epsilons) and np.size(self.local_epsilons) < 2:
+            raise ValueError("PersonalizedShuffled needs at least n = 2 users (len(local_epsilons) ≥ 2)")
+        self.PARAMETERS[0].check(self.local_epsilons)
+        if self.target_epsilon is not None and self.model != "gspa":
+            raise ValueError("PersonalizedShuffled target_epsilon is only defined for model='gspa' (under 'apes' "
+                             "every target answers at the largest budget)")
+
+    def unsupported_by(self, accountant):
+        if accountant == "rdp":
+            return "Shuffled with personalized budgets (no RDP bound is implemented for it; use accountant='pld')"
+        return super().unsupported_by(accountant)
+
+    def pld_step(self, size, compose):
+        return _counts_step(self, size)
+
+
 @event_type(("epsilon0", "n", "target_epsilon"), ("clones", "model"))
 class Shuffled(Event):
     """One round of n shuffled local reports (MATH §3.1).
 
-    Uniform budget: ``Shuffled(epsilon0, n=n, clones="fmt22" | "strong")`` — every user applies an
-    ε₀-LDP randomizer (FMT22 clone probability e^{−ε₀}, or the strong clones 2/(e^{ε₀}+1)).
-    Personalized budgets: ``Shuffled(local_epsilons, model="gspa" | "apes")`` with a 1-D array of one ε
-    per user (its length is n; a population, not a batch). The guarantee is the worst case over users
-    (the target answers at max ε_i); with ``model="gspa"``, ``target_epsilon`` (a number or an array: a
-    batch) gives the guarantee of a user with that budget instead. Either way the other users' clone
-    count is the Poisson-binomial of all users but the one with the largest clone probability (valid for
-    every target, MATH §3.1). Only the PLD accountant interprets personalized budgets.
+    ``Shuffled(epsilon0, n=n, clones="fmt22" | "strong")`` — every user applies an ε₀-LDP randomizer (FMT22
+    clone probability e^{−ε₀}, or the strong clones 2/(e^{ε₀}+1)).
+
+    Deprecated: ``Shuffled(local_epsilons, model=..., target_epsilon=...)``, personalized budgets held in the
+    field named ``epsilon0``; it warns and is interpreted exactly as :class:`PersonalizedShuffled`, which
+    new code should use.
     """
 
     epsilon0: Any
@@ -283,30 +338,30 @@ class Shuffled(Event):
             raise ValueError(f"Shuffled clones must be one of {SHUFFLE_CLONES}, got {self.clones!r}")
         if self.model is not None and self.clones is not None:
             raise ValueError("Shuffled takes either clones= (uniform ε₀) or model= (personalized budgets), not both")
+        if self.model is not None:
+            warnings.warn("Shuffled(local_epsilons, model=...) is deprecated: use "
+                          "jaxpriv.events.PersonalizedShuffled(local_epsilons, model=...)", DeprecationWarning,
+                          stacklevel=3)
 
     @property
     def personalized(self) -> bool:
+        """True for the deprecated personalized spelling (``model=`` given)."""
         return self.model is not None
 
+    def as_personalized(self) -> PersonalizedShuffled:
+        """The :class:`PersonalizedShuffled` that the deprecated personalized spelling stands for."""
+        return PersonalizedShuffled(self.epsilon0, self.model, self.target_epsilon)
+
     def batch_numbers(self):
-        """Personalized budgets are a population, not a batch: only ``target_epsilon`` indexes settings."""
         if not self.personalized:
             return super().batch_numbers()
-        return {} if self.target_epsilon is None else {"target_epsilon": self.target_epsilon}
+        return self.as_personalized().batch_numbers()
 
     def check(self):
         if self.personalized:
             if self.n is not None:
                 raise ValueError("Shuffled with personalized budgets takes n from len(local_epsilons); pass n=None")
-            if is_concrete(self.epsilon0) and np.ndim(self.epsilon0) != 1:
-                raise ValueError("Shuffled local_epsilons must be a 1-D array with one budget per user, "
-                                 f"got shape {np.shape(self.epsilon0)}")
-            if is_concrete(self.epsilon0) and np.size(self.epsilon0) < 2:
-                raise ValueError("Shuffled needs at least n = 2 users (len(local_epsilons) ≥ 2)")
-            check_array("Shuffled local_epsilons", self.epsilon0, 0.0, np.inf, lo_open=True)
-            if self.target_epsilon is not None and self.model != "gspa":
-                raise ValueError("Shuffled target_epsilon is only defined for model='gspa' (under 'apes' "
-                                 "every target answers at the largest budget)")
+            self.as_personalized().check()
             return
         if self.target_epsilon is not None:
             raise ValueError("Shuffled target_epsilon is only defined for personalized budgets (model='gspa')")
@@ -314,8 +369,8 @@ class Shuffled(Event):
             raise ValueError("Shuffled with a uniform budget needs the number of users n (an integer in [2, inf))")
 
     def unsupported_by(self, accountant):
-        if accountant == "rdp" and self.personalized:
-            return "Shuffled with personalized budgets (no RDP bound is implemented for it; use accountant='pld')"
+        if self.personalized:
+            return self.as_personalized().unsupported_by(accountant)
         return super().unsupported_by(accountant)
 
     def rdp(self, orders):  # Girgis et al. Theorem 1 holds for any ε₀-LDP randomizer
@@ -325,4 +380,4 @@ class Shuffled(Event):
         return np.asarray(_bounds.girgis_rdp(self.epsilon0, self.n, ints))[..., back]
 
     def pld_step(self, size, compose):
-        return _counts_step(self, size)
+        return _counts_step(self.as_personalized() if self.personalized else self, size)

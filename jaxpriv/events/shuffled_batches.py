@@ -35,8 +35,9 @@ from typing import Any
 import numpy as np
 
 from ..mechanisms import allocation, shuffled_batches
-from .base import Event, Parameter, check_at_most, event_type
-from .noise import require_gaussian
+from .base import Event, event_type
+from .bounded_batches import batch_parameters
+from .noise import check_counted_gaussian
 from .sampling import ClientMixture, pack_atoms
 
 __all__ = ["ShuffledBatches"]
@@ -57,14 +58,13 @@ class ShuffledBatches(Event):
     dataset_size: Any
     event: Any
 
-    PARAMETERS = (Parameter("batch_size", "ShuffledBatches batch_size b", 1.0, integer=True),
-                  Parameter("dataset_size", "ShuffledBatches dataset_size n", 1.0, integer=True))
+    PARAMETERS = batch_parameters("ShuffledBatches")
     CHILD = "event"
     LOWER_BOUND_ONLY = True
 
     def check(self):
-        require_gaussian("ShuffledBatches", self.event, "its adversarial pair is derived for Gaussian noise")
-        check_at_most(self, "batch_size", "dataset_size", "batch_size b must be at most dataset_size n")
+        check_counted_gaussian(self, "its adversarial pair is derived for Gaussian noise", "batch_size",
+                               "dataset_size", "batch_size b must be at most dataset_size n")
 
     def unsupported_by(self, accountant):
         return REFUSAL

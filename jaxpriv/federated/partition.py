@@ -23,7 +23,20 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .._docs import fill_doc
 from .._numerics import check_array
+
+#: the Args/Returns of a non-IID partitioner (``{clients}``: the num_clients rule, ``{shape}``: its own
+#: argument)
+_NON_IID_ARGS = """
+    Args:
+      labels: 1-D array of non-negative integer labels, one per record.
+      num_clients: number of clients{clients}.
+      {shape}
+      seed: integer ≥ 0.
+
+    Returns:
+      :class:`Partition` covering every record exactly once."""
 
 __all__ = ["Partition", "ClientData", "iid", "dirichlet", "shards", "per_client", "stack", "label_counts"]
 
@@ -151,6 +164,8 @@ def iid(labels, num_clients: int, seed: int = 0) -> Partition:
     return Partition(tuple(np.sort(part) for part in np.split(order, cuts)), labels.size)
 
 
+@fill_doc(args=_NON_IID_ARGS.format(clients=", an integer in [1, number of records]",
+                                     shape="alpha: concentration α > 0 (finite)."))
 def dirichlet(labels, num_clients: int, alpha: float, seed: int = 0) -> Partition:
     """Label-skewed partition: client k's class proportions are π_k ~ Dir(α·p), p the dataset's class
     frequencies (Hsu, Qi, Brown 2019, "Measuring the effects of non-identical data distribution for
@@ -163,14 +178,7 @@ def dirichlet(labels, num_clients: int, alpha: float, seed: int = 0) -> Partitio
     (π_k without mass on the classes left puts it all on one of them, picked ∝ p: the α → 0 limit), with
     α large their label distribution is close to p.
 
-    Args:
-      labels: 1-D array of non-negative integer labels, one per record.
-      num_clients: number of clients, an integer in [1, number of records].
-      alpha: concentration α > 0 (finite).
-      seed: integer ≥ 0.
-
-    Returns:
-      :class:`Partition` covering every record exactly once.
+    {args}
 
     Example:
       >>> import numpy as np
@@ -216,6 +224,9 @@ def dirichlet(labels, num_clients: int, alpha: float, seed: int = 0) -> Partitio
     return Partition(tuple(clients), labels.size)
 
 
+@fill_doc(args=_NON_IID_ARGS.format(
+    clients=" ≥ 1, with num_clients · shards_per_client ≤ number of records",
+    shape="shards_per_client: shards per client, an integer ≥ 1."))
 def shards(labels, num_clients: int, shards_per_client: int, seed: int = 0) -> Partition:
     """Pathological non-IID partition of McMahan et al. 2017 (AISTATS, §3): sort the records by label,
     cut them into ``num_clients · shards_per_client`` shards of near-equal size, and give every client
@@ -225,14 +236,7 @@ def shards(labels, num_clients: int, shards_per_client: int, seed: int = 0) -> P
     Records of one label are in random order before the cut, so which records share a shard depends on
     ``seed`` too.
 
-    Args:
-      labels: 1-D array of non-negative integer labels, one per record.
-      num_clients: number of clients ≥ 1, with num_clients · shards_per_client ≤ number of records.
-      shards_per_client: shards per client, an integer ≥ 1.
-      seed: integer ≥ 0.
-
-    Returns:
-      :class:`Partition` covering every record exactly once.
+    {args}
 
     Example:
       >>> import numpy as np

@@ -1,15 +1,18 @@
-"""Plumbing shared by the mechanism modules: safe-side rounding of a quotient, validated scaled sampling."""
+"""Plumbing shared by the mechanism modules: safe-side rounding of a quotient, validated scaled sampling, and
+the public functions of a *scale family* — zero-mean noise s·Z of one scale s > 0 (the Gaussian's σ, the
+Laplace's b) — written once for both: log-density, moments, the RDP curve at sensitivity Δ, Δ/s."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._numerics import check_array, float64, is_concrete, kernel_jit
+from .._numerics import as_output, check_array, check_broadcastable, float64, is_concrete, kernel_jit
 
 
 
@@ -93,3 +96,150 @@ def check_sensitivity(sensitivity):
     """Validated sensitivity Δ > 0 as float64 (a narrower float is read at the end of its rounding interval
     that makes privacy worse, the larger)."""
     return check_array("sensitivity", sensitivity, 0.0, np.inf, lo_open=True, worse="up")
+
+
+# ----------------------------------------------------------------------------------------------------
+# Scale families: the Gaussian (s = σ) and the Laplace (s = b) modules' parallel functions
+# ----------------------------------------------------------------------------------------------------
+
+#: docstring sections of a scale family's functions (``{scale}``: the parameter's name, ``{symbol}``: its
+#: letter), filled by :func:`jaxpriv._docs.fill_doc`
+SCALE_DOCS = {
+    "sample": """
+        Args:
+          key: a JAX PRNG key (``jax.random.key`` or a legacy ``PRNGKey``).
+          {scale}: {symbol} > 0; a scalar or an array broadcasting to ``shape``.
+          shape: shape of the draw (tuple of non-negative ints).
+          dtype: floating dtype of the draw (float32 default; bfloat16 and float64 allowed).
+
+        Returns:
+          array of ``shape`` and ``dtype``.""",
+    "rdp": """
+        Args:
+          {scale}: {symbol} > 0 (shape ``S``, broadcasting with ``sensitivity``).
+          orders: 1-D array of ``K`` Rényi orders > 1.
+          sensitivity: Δ > 0.
+
+        Returns:
+          float64 array of shape ``S + (K,)``.""",
+    "ratio": """
+        Args:
+          {scale}: {symbol} > 0.
+          sensitivity: Δ > 0, broadcasting with ``{scale}``.
+
+        Returns:
+          float64 array of {result}.""",
+}
+
+_LOG_PROB_DOC = """Log-density of {law} at x: {formula} (float64).
+
+    Source: {source}; MATH §4 (each mechanism exposes its log-density).
+
+    Args:
+      x: points (any shape).
+      {scale}: {symbol} > 0, broadcasting against ``x``.
+
+    Returns:
+      float64 array of the broadcast shape.
+
+    Example:
+      >>> from jaxpriv.mechanisms import {module}
+      >>> round(float({module}.log_prob({example})), 12)
+      {value}
+    """
+
+_MOMENT_DOC = """{what} of the noise {law}: {formula}, with the shape of ``{scale}`` (float64). MATH §4.
+
+    Example:
+      >>> from jaxpriv.mechanisms import {module}
+      >>> float({module}.{name}({example}))
+      {value}
+    """
+
+
+def scale_doc(section: str, scale: str, symbol: str, **fields) -> str:
+    """The ``section`` of :data:`SCALE_DOCS` for the scale parameter ``scale`` (letter ``symbol``)."""
+    return SCALE_DOCS[section].format(scale=scale, symbol=symbol, **fields)
+
+
+def scale_family(module: str, scale: str, symbol: str, law: str, log_density, log_density_doc: tuple,
+                 variance, variance_doc: tuple):
+    """The public ``log_prob(x, s)``, ``mean(s)`` and ``variance(s)`` of the zero-mean noise family ``law`` of
+    scale ``scale`` in :mod:`jaxpriv.mechanisms`.``module``: ``log_density(x, s)`` is its jitted log-density
+    (``log_density_doc``: its formula, source, an example's arguments and value) and ``variance(s)`` its
+    variance (``variance_doc``: the formula, an example's argument and value). The module lists the three in
+    its ``__test__`` so that their examples run as its doctests."""
+
+    # The public parameter is named ``scale`` ("sigma", "scale"): keyword calls and help() see that name.
+    named = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    two = inspect.Signature([inspect.Parameter("x", named), inspect.Parameter(scale, named)])
+    one = inspect.Signature([inspect.Parameter(scale, named)])
+
+    def log_prob(*args, **kwargs):
+        x, s = two.bind(*args, **kwargs).args
+        return scale_log_prob(log_density, x, s, scale)
+
+    def mean(*args, **kwargs):
+        (s,) = one.bind(*args, **kwargs).args
+        return scale_moment(jnp.zeros_like, s, scale)
+
+    def variance_(*args, **kwargs):
+        (s,) = one.bind(*args, **kwargs).args
+        return scale_moment(variance, s, scale)
+
+    log_prob.__signature__, mean.__signature__, variance_.__signature__ = two, one, one
+    formula, source, example, value = log_density_doc
+    log_prob.__doc__ = _LOG_PROB_DOC.format(law=law, formula=formula, source=source, scale=scale, symbol=symbol,
+                                            module=module, example=example, value=value)
+    mean.__doc__ = _MOMENT_DOC.format(what="Mean", law=law, formula="0", scale=scale, module=module,
+                                      name="mean", example="3.0", value="0.0")
+    formula, example, value = variance_doc
+    variance_.__doc__ = _MOMENT_DOC.format(what="Variance", law=law, formula=formula, scale=scale, module=module,
+                                           name="variance", example=example, value=value)
+    functions = (log_prob, mean, variance_)
+    for fn, name in zip(functions, ("log_prob", "mean", "variance")):
+        fn.__name__ = fn.__qualname__ = name
+        fn.__module__ = f"jaxpriv.mechanisms.{module}"
+    return functions
+
+
+def check_scale(name: str, value, worse: str | None = None):
+    """Validated scale s > 0 as float64 (``worse``: as in :func:`jaxpriv._numerics.check_array`)."""
+    return check_array(name, value, 0.0, np.inf, lo_open=True, worse=worse)
+
+
+def scale_log_prob(kernel, x, scale, name: str):
+    """``kernel(x, s)`` (the family's log-density) after validating x, the scale ``name`` and their shapes."""
+    with float64():
+        x = check_array("x", x)
+        scale = check_scale(name, scale)
+        check_broadcastable(**{"x": x, name: scale})
+        return as_output(kernel(x, scale))
+
+
+def scale_moment(moment, scale, name: str):
+    """``moment(s)`` (a moment of the family as a function of its scale) after validating the scale."""
+    with float64():
+        return as_output(moment(check_scale(name, scale)))
+
+
+def _scale_and_sensitivity(scale, sensitivity, name: str, worse):
+    scale = check_scale(name, scale, worse)
+    sensitivity = check_sensitivity(sensitivity)
+    check_broadcastable(**{name: scale, "sensitivity": sensitivity})
+    return scale, sensitivity
+
+
+def scale_rdp(curve, scale, orders, sensitivity, name: str, worse: str | None = None):
+    """The family's RDP curve at sensitivity Δ: ``curve(s/Δ, orders)`` (the unit-sensitivity curve of
+    :mod:`jaxpriv.rdp`), s/Δ rounded down so that ρ is never underestimated."""
+    with float64():
+        scale, sensitivity = _scale_and_sensitivity(scale, sensitivity, name, worse)
+        return curve(directed_quotient(scale, sensitivity, up=False), orders)
+
+
+def sensitivity_over_scale(scale, sensitivity, name: str, worse: str | None = None):
+    """Δ/s rounded up (the Gaussian's μ, the Laplace's pure ε), after validating both."""
+    with float64():
+        scale, sensitivity = _scale_and_sensitivity(scale, sensitivity, name, worse)
+        return as_output(directed_quotient(sensitivity, scale, up=True))

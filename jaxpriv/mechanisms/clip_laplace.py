@@ -34,8 +34,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._docs import fill_doc
 from .._numerics import as_output, check_array, check_broadcastable, float64, is_concrete, kernel_jit
 from ._common import directed_quotient
+
+#: the Args/Returns of the distribution's functions of (f, λ, A), with an optional first argument
+_ARGS = """
+    Args:{first}
+      f: input value(s), |f| ≤ A.
+      lam: scale λ > 0.
+      A: output bound A > 0.
+
+    Returns:
+      float64 array, shape = broadcast of the arguments."""
+_POINTS = "\n      z: point(s) at which to evaluate (any real, ±inf allowed)."
 
 __all__ = [
     "normalizer",
@@ -226,19 +238,13 @@ def normalizer(f, lam, A):
         return as_output(kernel_jit(normalizer_kernel)(f, lam, A))
 
 
+@fill_doc(args=_ARGS.format(first=_POINTS))
 def log_prob(z, f, lam, A):
     """Log-density of CLap(f, λ, A): −|z−f|/λ − log(2λS) on [−A, A], −inf outside.
 
     Source: seed 000, Definition 4; MATH §4.1.
 
-    Args:
-      z: point(s) at which to evaluate (any real, ±inf allowed).
-      f: input value(s), |f| ≤ A.
-      lam: scale λ > 0.
-      A: output bound A > 0.
-
-    Returns:
-      float64 array, shape = broadcast of the arguments.
+    {args}
 
     Example:
       >>> import numpy as np
@@ -253,20 +259,14 @@ def log_prob(z, f, lam, A):
         return as_output(kernel_jit(_log_prob)(z, f, lam, A))
 
 
+@fill_doc(args=_ARGS.format(first=_POINTS))
 def cdf(z, f, lam, A):
     """Distribution function Pr[Z ≤ z] of CLap(f, λ, A) (0 below −A, 1 above A).
 
     For z ≤ f: e^{(z−f)/λ}(1 − e^{−(z+A)/λ})/(2S); for z > f: 1 − e^{−(z−f)/λ}(1 − e^{−(A−z)/λ})/(2S),
     each written with expm1 (integral of Definition 4 of seed 000; MATH §4.1).
 
-    Args:
-      z: point(s) (any real, ±inf allowed).
-      f: input value(s), |f| ≤ A.
-      lam: scale λ > 0.
-      A: output bound A > 0.
-
-    Returns:
-      float64 array, shape = broadcast of the arguments.
+    {args}
 
     Example:
       >>> from jaxpriv.mechanisms import clip_laplace
@@ -279,6 +279,7 @@ def cdf(z, f, lam, A):
         return as_output(kernel_jit(_cdf)(z, f, lam, A))
 
 
+@fill_doc(args=_ARGS.format(first=""))
 def mean(f, lam, A):
     """Mean of CLap(f, λ, A): E[Z] = (2f + (λ+A)(e₁ − e₂)) / (2 − e₁ − e₂), e₁ = e^{(−A−f)/λ}, e₂ = e^{(−A+f)/λ}.
 
@@ -287,13 +288,7 @@ def mean(f, lam, A):
     Evaluated as f·N/S with N = P(2, A/λ) − (1 + A/λ)e^{−A/λ}(sinh(f/λ)/(f/λ) − 1), which keeps full
     relative precision for λ ≫ A (Eq. 1 as printed loses ~(λ/A)² ulp there) and is exactly odd in f.
 
-    Args:
-      f: input value(s), |f| ≤ A.
-      lam: scale λ > 0.
-      A: output bound A > 0.
-
-    Returns:
-      float64 array, shape = broadcast of the arguments.
+    {args}
 
     Example:
       >>> from jaxpriv.mechanisms import clip_laplace
@@ -305,6 +300,7 @@ def mean(f, lam, A):
         return as_output(_mean_kernel(f, lam, A))
 
 
+@fill_doc(args=_ARGS.format(first=""))
 def variance(f, lam, A):
     """Variance of CLap(f, λ, A).
 
@@ -313,13 +309,7 @@ def variance(f, lam, A):
     module docstring; it agrees with E[η²] in the proof of Lemma 9 of seed 000). MATH §4.1. Tends to
     2λ² for λ ≪ A and to A²/3 (uniform) for λ ≫ A. Accurate to ~1e-14 relative for A/λ ≥ 1e-100.
 
-    Args:
-      f: input value(s), |f| ≤ A.
-      lam: scale λ > 0.
-      A: output bound A > 0.
-
-    Returns:
-      float64 array, shape = broadcast of the arguments.
+    {args}
 
     Example:
       >>> from jaxpriv.mechanisms import clip_laplace

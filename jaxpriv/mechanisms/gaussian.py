@@ -29,8 +29,10 @@ import numpy as np
 
 from .. import fdp
 from .. import rdp as _rdp
+from .._docs import fill_doc
 from .._numerics import as_output, check_array, check_broadcastable, float64, is_concrete, kernel_jit
-from ._common import check_sensitivity, directed_quotient, scaled_noise
+from ._common import (check_sensitivity, directed_quotient, scale_doc, scale_family,
+                      scale_rdp, scaled_noise, sensitivity_over_scale)
 
 __all__ = [
     "sample",
@@ -53,20 +55,14 @@ _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 # ----------------------------------------------------------------------------------------------------
 
 
+@fill_doc(args=scale_doc("sample", "sigma", "standard deviation σ"))
 def sample(key, sigma, shape=(), dtype=jnp.float32):
     """Draws of Gaussian noise N(0, σ²): ``sigma * jax.random.normal(key, shape, dtype)``.
 
     Source: the Gaussian mechanism (Dwork & Roth 2014, Def. A.1); MATH §4.3, §6 (DP-SGD adds
     N(0, σ²C²) to the clipped gradient sum). Works inside ``jit`` (``sigma`` may then be traced).
 
-    Args:
-      key: a JAX PRNG key (``jax.random.key`` or a legacy ``PRNGKey``).
-      sigma: standard deviation σ > 0; a scalar or an array broadcasting to ``shape``.
-      shape: shape of the draw (tuple of non-negative ints).
-      dtype: floating dtype of the draw (float32 default; bfloat16 and float64 allowed).
-
-    Returns:
-      array of ``shape`` and ``dtype``.
+    {args}
 
     Example:
       >>> import jax
@@ -84,54 +80,12 @@ def _log_prob_kernel(x, sigma):
     return -0.5 * z * z - jnp.log(sigma) - _LOG_SQRT_2PI
 
 
-def log_prob(x, sigma):
-    """Log-density of N(0, σ²) at x: −x²/(2σ²) − log σ − ½ log 2π (float64).
-
-    Source: the normal density; MATH §4 (each mechanism exposes its log-density).
-
-    Args:
-      x: points (any shape).
-      sigma: σ > 0, broadcasting against ``x``.
-
-    Returns:
-      float64 array of the broadcast shape.
-
-    Example:
-      >>> from jaxpriv.mechanisms import gaussian
-      >>> round(float(gaussian.log_prob(0.0, 1.0)), 12)
-      -0.918938533205
-    """
-    with float64():
-        x = check_array("x", x)
-        sigma = check_array("sigma", sigma, 0.0, np.inf, lo_open=True)
-        check_broadcastable(x=x, sigma=sigma)
-        return as_output(_log_prob_kernel(x, sigma))
-
-
-def mean(sigma):
-    """Mean of the noise N(0, σ²): 0, with the shape of ``sigma`` (float64). MATH §4.
-
-    Example:
-      >>> from jaxpriv.mechanisms import gaussian
-      >>> float(gaussian.mean(3.0))
-      0.0
-    """
-    with float64():
-        sigma = check_array("sigma", sigma, 0.0, np.inf, lo_open=True)
-        return as_output(jnp.zeros_like(sigma))
-
-
-def variance(sigma):
-    """Variance of the noise N(0, σ²): σ² (float64). MATH §4.
-
-    Example:
-      >>> from jaxpriv.mechanisms import gaussian
-      >>> float(gaussian.variance(3.0))
-      9.0
-    """
-    with float64():
-        sigma = check_array("sigma", sigma, 0.0, np.inf, lo_open=True)
-        return as_output(sigma * sigma)
+# log_prob, mean and variance: the scale family's, written once for the Gaussian and the Laplace
+log_prob, mean, variance = scale_family(
+    "gaussian", "sigma", "σ", "N(0, σ²)", _log_prob_kernel,
+    log_density_doc=("−x²/(2σ²) − log σ − ½ log 2π", "the normal density", "0.0, 1.0", "-0.918938533205"),
+    variance=lambda s: s * s, variance_doc=("σ²", "3.0", "9.0"))
+__test__ = {"log_prob": log_prob, "mean": mean, "variance": variance}  # their examples, as this module's doctests
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -139,59 +93,42 @@ def variance(sigma):
 # ----------------------------------------------------------------------------------------------------
 
 
+@fill_doc(args=scale_doc("rdp", "sigma", "noise standard deviation σ"))
 def rdp(sigma, orders, sensitivity=1.0):
     """RDP curve of the Gaussian mechanism with noise σ and L2 sensitivity Δ: ρ(α) = αΔ²/(2σ²).
 
     Source: Mironov 2017, Prop. 7 (MATH §1.1); delegates to :func:`jaxpriv.rdp.gaussian` with the noise
     multiplier σ/Δ (rounded down, so ρ is never underestimated).
 
-    Args:
-      sigma: noise standard deviation σ > 0 (shape ``S``, broadcasting with ``sensitivity``).
-      orders: 1-D array of ``K`` Rényi orders > 1.
-      sensitivity: Δ > 0.
-
-    Returns:
-      float64 array of shape ``S + (K,)``.
+    {args}
 
     Example:
       >>> from jaxpriv.mechanisms import gaussian
       >>> [round(float(r), 12) for r in gaussian.rdp(4.0, [2.0, 8.0], sensitivity=2.0)]
       [0.25, 1.0]
     """
-    with float64():
-        sigma = check_array("sigma", sigma, 0.0, np.inf, lo_open=True, worse="down")
-        sensitivity = check_sensitivity(sensitivity)
-        check_broadcastable(sigma=sigma, sensitivity=sensitivity)
-        return _rdp.gaussian(directed_quotient(sigma, sensitivity, up=False), orders)
+    return scale_rdp(_rdp.gaussian, sigma, orders, sensitivity, "sigma", worse="down")
 
 
 def _mu(sigma, sensitivity):
     return directed_quotient(sensitivity, sigma, up=True)
 
 
+@fill_doc(args=scale_doc("ratio", "sigma", "σ", result="μ"))
 def mu(sigma, sensitivity=1.0):
     """GDP parameter of the Gaussian mechanism: it is exactly μ-GDP with μ = Δ/σ (rounded up).
 
     Source: Dong, Roth & Su 2022, Thm 2.7 (the trade-off between N(0, σ²) and N(Δ, σ²) is G_{Δ/σ});
     MATH §2.
 
-    Args:
-      sigma: σ > 0.
-      sensitivity: Δ > 0, broadcasting with ``sigma``.
-
-    Returns:
-      float64 array of μ.
+    {args}
 
     Example:
       >>> from jaxpriv.mechanisms import gaussian
       >>> float(gaussian.mu(4.0, sensitivity=2.0))
       0.5
     """
-    with float64():
-        sigma = check_array("sigma", sigma, 0.0, np.inf, lo_open=True, worse="down")
-        sensitivity = check_sensitivity(sensitivity)
-        check_broadcastable(sigma=sigma, sensitivity=sensitivity)
-        return as_output(_mu(sigma, sensitivity))
+    return sensitivity_over_scale(sigma, sensitivity, "sigma", worse="down")
 
 
 def delta(sigma, epsilon, sensitivity=1.0):

@@ -24,32 +24,24 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import rdp as _rdp
+from .._docs import fill_doc
 from .._numerics import as_output, check_array, check_broadcastable, float64, kernel_jit
-from ._common import check_sensitivity, directed_quotient, scaled_noise
+from ._common import (check_sensitivity, directed_quotient, scale_doc, scale_family, scale_rdp,
+                      scaled_noise, sensitivity_over_scale)
 
 __all__ = ["sample", "log_prob", "mean", "variance", "rdp", "epsilon", "scale_for"]
 
 _LOG2 = math.log(2.0)
 
 
-def _check_scale(scale):
-    return check_array("scale", scale, 0.0, np.inf, lo_open=True)
-
-
+@fill_doc(args=scale_doc("sample", "scale", "b"))
 def sample(key, scale, shape=(), dtype=jnp.float32):
     """Draws of Laplace noise Lap(b): ``scale * jax.random.laplace(key, shape, dtype)``.
 
     Source: the Laplace mechanism (Dwork, McSherry, Nissim, Smith 2006; Dwork & Roth 2014, Def. 3.3);
     MATH §4.3. Works inside ``jit`` (``scale`` may then be traced).
 
-    Args:
-      key: a JAX PRNG key.
-      scale: b > 0; a scalar or an array broadcasting to ``shape``.
-      shape: shape of the draw (tuple of non-negative ints).
-      dtype: floating dtype (float32 default; bfloat16 and float64 allowed).
-
-    Returns:
-      array of ``shape`` and ``dtype``.
+    {args}
 
     Example:
       >>> import jax
@@ -66,55 +58,15 @@ def _log_prob_kernel(x, scale):
     return -jnp.abs(x) / scale - jnp.log(scale) - _LOG2
 
 
-def log_prob(x, scale):
-    """Log-density of Lap(b) at x: −|x|/b − log(2b) (float64).
-
-    Source: the Laplace density; MATH §4.
-
-    Args:
-      x: points (any shape).
-      scale: b > 0, broadcasting against ``x``.
-
-    Returns:
-      float64 array of the broadcast shape.
-
-    Example:
-      >>> from jaxpriv.mechanisms import laplace
-      >>> round(float(laplace.log_prob(1.0, 1.0)), 12)
-      -1.69314718056
-    """
-    with float64():
-        x = check_array("x", x)
-        scale = _check_scale(scale)
-        check_broadcastable(x=x, scale=scale)
-        return as_output(_log_prob_kernel(x, scale))
+# log_prob, mean and variance: the scale family's, written once for the Gaussian and the Laplace
+log_prob, mean, variance = scale_family(
+    "laplace", "scale", "b", "Lap(b)", _log_prob_kernel,
+    log_density_doc=("−|x|/b − log(2b)", "the Laplace density", "1.0, 1.0", "-1.69314718056"),
+    variance=lambda b: 2.0 * b * b, variance_doc=("2b²", "3.0", "18.0"))
+__test__ = {"log_prob": log_prob, "mean": mean, "variance": variance}  # their examples, as this module's doctests
 
 
-def mean(scale):
-    """Mean of Lap(b): 0, with the shape of ``scale`` (float64). MATH §4.
-
-    Example:
-      >>> from jaxpriv.mechanisms import laplace
-      >>> float(laplace.mean(2.0))
-      0.0
-    """
-    with float64():
-        return as_output(jnp.zeros_like(_check_scale(scale)))
-
-
-def variance(scale):
-    """Variance of Lap(b): 2b² (float64). MATH §4.
-
-    Example:
-      >>> from jaxpriv.mechanisms import laplace
-      >>> float(laplace.variance(3.0))
-      18.0
-    """
-    with float64():
-        scale = _check_scale(scale)
-        return as_output(2.0 * scale * scale)
-
-
+@fill_doc(args=scale_doc("rdp", "scale", "b"))
 def rdp(scale, orders, sensitivity=1.0):
     """RDP curve of the Laplace mechanism with scale b and L1 sensitivity Δ.
 
@@ -122,48 +74,30 @@ def rdp(scale, orders, sensitivity=1.0):
     Source: Mironov 2017, Prop. 6 (MATH §1.2); delegates to :func:`jaxpriv.rdp.laplace` at the
     normalised scale b/Δ (rounded down, so ρ is never underestimated).
 
-    Args:
-      scale: b > 0 (shape ``S``, broadcasting with ``sensitivity``).
-      orders: 1-D array of ``K`` Rényi orders > 1.
-      sensitivity: Δ > 0.
-
-    Returns:
-      float64 array of shape ``S + (K,)``.
+    {args}
 
     Example:
       >>> from jaxpriv.mechanisms import laplace
       >>> round(float(laplace.rdp(2.0, [2.0], sensitivity=2.0)[0]), 12)
       0.619123629999
     """
-    with float64():
-        scale = _check_scale(scale)
-        sensitivity = check_sensitivity(sensitivity)
-        check_broadcastable(scale=scale, sensitivity=sensitivity)
-        return _rdp.laplace(directed_quotient(scale, sensitivity, up=False), orders)
+    return scale_rdp(_rdp.laplace, scale, orders, sensitivity, "scale")
 
 
+@fill_doc(args=scale_doc("ratio", "scale", "b", result="ε"))
 def epsilon(scale, sensitivity=1.0):
     """Pure ε of the Laplace mechanism: ε = Δ/b (tight: the log-density ratio at shift Δ reaches it).
 
     Source: Dwork & Roth 2014, Thm 3.6; MATH §1.2. Rounded up.
 
-    Args:
-      scale: b > 0.
-      sensitivity: Δ > 0, broadcasting with ``scale``.
-
-    Returns:
-      float64 array of ε.
+    {args}
 
     Example:
       >>> from jaxpriv.mechanisms import laplace
       >>> float(laplace.epsilon(10.0, sensitivity=1.0))
       0.1
     """
-    with float64():
-        scale = _check_scale(scale)
-        sensitivity = check_sensitivity(sensitivity)
-        check_broadcastable(scale=scale, sensitivity=sensitivity)
-        return as_output(directed_quotient(sensitivity, scale, up=True))
+    return sensitivity_over_scale(scale, sensitivity, "scale")
 
 
 def scale_for(epsilon, sensitivity=1.0):

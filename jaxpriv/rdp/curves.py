@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._docs import fill_doc
 from .._numerics import (round_up, check_array, check_broadcastable, check_orders, float64, is_concrete, as_output,
                          log1mexp, log1p, kernel_jit)
 
@@ -42,32 +43,44 @@ DEFAULT_ORDERS = np.unique(
 # Gaussian and Laplace (closed forms)
 # ----------------------------------------------------------------------------------------------------
 
+#: the Args/Returns of a one-parameter closed-form curve (``{name}``: its parameter)
+_CURVE_DOC = """
+    Args:
+      {name}
+      orders: 1-D array of ``K`` Rényi orders, each > 1.
+
+    Returns:
+      float64 array of shape ``S + (K,)``."""
+
+
+def _closed_form(kernel, name: str, value, orders):
+    """``kernel(value, orders)`` on S + (K,) after validating the parameter ``name`` (> 0; a narrower float is
+    read at its smaller end: the larger ρ) and the orders."""
+    with float64():
+        value = check_array(name, value, 0.0, np.inf, lo_open=True, worse="down")
+        orders = jnp.asarray(check_orders(orders))
+        return as_output(kernel(value[..., None], orders))
+
+
 
 def gaussian_kernel(sigma, orders):
     return round_up(orders / (2.0 * sigma**2), 3.0)  # two roundings: ≤ 1.5 ulps
 
 
+@fill_doc(args=_CURVE_DOC.format(name="sigma: noise multiplier σ > 0 (array, any shape ``S``)."))
 def gaussian(sigma, orders):
     """RDP curve of the Gaussian mechanism with noise multiplier σ (sensitivity 1): ρ(α) = α / (2σ²).
 
     Source: Mironov 2017, "Rényi Differential Privacy", Prop. 7 (MATH §1.1).
 
-    Args:
-      sigma: noise multiplier σ > 0 (array, any shape ``S``).
-      orders: 1-D array of ``K`` Rényi orders, each > 1.
-
-    Returns:
-      float64 array of shape ``S + (K,)``.
+    {args}
 
     Example:
       >>> from jaxpriv import rdp
       >>> [round(float(r), 6) for r in rdp.gaussian(2.0, [2, 8.5])]
       [0.25, 1.0625]
     """
-    with float64():
-        sigma = check_array("sigma", sigma, 0.0, np.inf, lo_open=True, worse="down")
-        orders = jnp.asarray(check_orders(orders))
-        return as_output(gaussian_kernel(sigma[..., None], orders))
+    return _closed_form(gaussian_kernel, "sigma", sigma, orders)
 
 
 _EXPM1_MINUS_ID_TERMS = 18  # Taylor terms of e^y − 1 − y for |y| < 1: truncation ≤ 2/20! ≈ 1e-18 relative
@@ -103,28 +116,21 @@ def laplace_kernel(b, orders):
     return round_up(jnp.where(small, near_one, far), 16.0)
 
 
+@fill_doc(args=_CURVE_DOC.format(name="b: Laplace scale b > 0 (array, any shape ``S``)."))
 def laplace(b, orders):
     """RDP curve of the Laplace mechanism with scale b (sensitivity 1, so pure ε = 1/b).
 
     ρ(α) = log( α/(2α−1)·e^{(α−1)/b} + (α−1)/(2α−1)·e^{−α/b} ) / (α−1), α > 1.
     Source: Mironov 2017, Prop. 6 (MATH §1.2). Computed without cancellation near α = 1.
 
-    Args:
-      b: Laplace scale b > 0 (array, any shape ``S``).
-      orders: 1-D array of ``K`` Rényi orders, each > 1.
-
-    Returns:
-      float64 array of shape ``S + (K,)``.
+    {args}
 
     Example:
       >>> from jaxpriv import rdp
       >>> round(float(rdp.laplace(1.0, [2.0])[0]), 12)
       0.619123629999
     """
-    with float64():
-        b = check_array("b", b, 0.0, np.inf, lo_open=True, worse="down")
-        orders = jnp.asarray(check_orders(orders))
-        return as_output(laplace_kernel(b[..., None], orders))
+    return _closed_form(laplace_kernel, "b", b, orders)
 
 
 @functools.lru_cache(maxsize=64)

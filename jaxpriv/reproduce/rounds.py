@@ -1,22 +1,22 @@
 """The many-rounds table of the APES and GSPA sections of ``systems.md``: the central ε after T rounds.
 
 One shuffled report per user and round, composed over T rounds by every method of
-:func:`jaxpriv.shuffle.rounds_summary` (the exact pair composed by PLD beside the papers' compositions;
-MATH §3.1, §7), as Markdown lines and a figure (:func:`jaxpriv.shuffle.summary.plot_epsilon_versus_rounds`,
+:func:`jaxpriv.calibrate.shuffle_rounds.rounds_summary` (the exact pair composed by PLD beside the papers' compositions;
+MATH §3.1, §7), as Markdown lines and a figure (:func:`jaxpriv.calibrate.shuffle_summary.plot_epsilon_versus_rounds`,
 the one ``jaxpriv shuffle --rounds`` draws).
 """
 
 from __future__ import annotations
 
-from ..shuffle.rounds import rounds_summary
-from ..shuffle.summary import plot_epsilon_versus_rounds
+from ..calibrate.shuffle_rounds import rounds_summary
+from ..calibrate.shuffle_summary import plot_epsilon_versus_rounds
 
 __all__ = ["rounds_report"]
 
 
 def rounds_report(local_epsilons, delta: float, rounds, path: str, title: str, *, dims: int = 1):
     """Markdown lines and a figure (``path``) of the central ε after each T in ``rounds`` by every
-    composition of :func:`jaxpriv.shuffle.rounds_summary`; returns ``(lines, rows)``."""
+    composition of :func:`jaxpriv.calibrate.shuffle_rounds.rounds_summary`; returns ``(lines, rows)``."""
     rows = rounds_summary(local_epsilons, delta, rounds, dims=dims)
     plot_epsilon_versus_rounds(rounds, rows, path, title)
     per = f" × {dims} releases" if dims > 1 else ""

@@ -8,7 +8,10 @@ APES/EoN clone models) on the exact sum, with C a Poisson-binomial (:mod:`.poiss
 :mod:`jaxpriv.shuffle.multinomial` — the 2-D lattice law and its TV distance to the matched Gaussian;
 :mod:`jaxpriv.shuffle.eapes` — the E-APES trade-off / (ε, δ) curve with that computed τ (MATH §3.3).
 :mod:`jaxpriv.shuffle.estimators` — GSPA's personalized mean and frequency estimators (Alg. 1-2).
-:mod:`jaxpriv.shuffle.rounds` — many rounds: the exact pair composed by PLD beside the seeds' compositions.
+Many rounds (the exact pair composed by PLD beside the seeds' compositions) and the side-by-side summary compose
+these kernels with the accountants: they live in the calibration layer, :mod:`jaxpriv.calibrate.shuffle_rounds`
+and :mod:`jaxpriv.calibrate.shuffle_summary` (``rounds_epsilon``/``rounds_summary`` here, and the modules
+``jaxpriv.shuffle.rounds``/``.summary``, are deprecated aliases).
 :mod:`jaxpriv.shuffle.budgets` — budget distributions (uniform, clipped Gaussian, levels, CSV).
 """
 
@@ -25,7 +28,7 @@ _HOMES = {
     "poisson_binomial_logpmf": "poisson_binomial",
     "lattice_gaussian_tv": "multinomial", "gspa_eq14": "multinomial", "eapes_epsilon": "eapes",
     "mean_estimation": "estimators", "frequency_estimation": "estimators", "Estimate": "estimators",
-    "rounds_epsilon": "rounds", "rounds_summary": "rounds",
+    "rounds_epsilon": "rounds", "rounds_summary": "rounds",  # deprecated aliases (the module warns)
 }
 __all__ = list(_HOMES)
 __getattr__, __dir__ = lazy_attributes(__name__, _HOMES)

@@ -38,9 +38,20 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import gammaln
 
+from .._docs import fill_doc
 from .._numerics import (as_output, check_array, check_broadcastable, check_orders, float64, is_concrete, log_expm1,
                          kernel_jit)
 from ..mechanisms.echo import echo_factors_kernel, echo_row_sums  # the echo probabilities (APES Lemma 4)
+
+#: the Args/Returns of the closed-form bounds of ε(ε₀, n, δ)
+_CLOSED_FORM_ARGS = """
+    Args:
+      eps0: local privacy ε₀ > 0, finite (array, broadcast with ``n`` and ``delta``).
+      n: number of users, an integer ≥ 2 (array).
+      delta: δ ∈ (0, 1) (array).
+
+    Returns:
+      float64 array of ε, shape = broadcast of the arguments."""
 
 __all__ = [
     "fmt22_closed_form",
@@ -130,6 +141,14 @@ def _fmt22_kernel(eps0, n, delta):
     return jnp.where(domain, eps, jnp.nan)
 
 
+def _closed_form_inputs(eps0, n, delta):
+    """ε₀, n and δ of a closed-form bound, validated and broadcast to one shape."""
+    eps0, n, delta = _check_eps0(eps0), _check_n(n), _check_delta("delta", delta)
+    shape = check_broadcastable(eps0=eps0, n=n, delta=delta)
+    return tuple(jnp.broadcast_to(a, shape) for a in (eps0, n, delta))
+
+
+@fill_doc(args=_CLOSED_FORM_ARGS)
 def fmt22_closed_form(eps0, n, delta):
     """Closed-form shuffle amplification of Feldman, McMillan & Talwar (FMT22, "hiding among the clones").
 
@@ -144,13 +163,7 @@ def fmt22_closed_form(eps0, n, delta):
     Outside the validity region the result is ``inf`` and a ``RuntimeWarning`` names the condition.
     The value is rounded up by 16 ulp.
 
-    Args:
-      eps0: local privacy ε₀ > 0, finite (array, broadcast with ``n`` and ``delta``).
-      n: number of users, an integer ≥ 2 (array).
-      delta: δ ∈ (0, 1) (array).
-
-    Returns:
-      float64 array of ε, shape = broadcast of the arguments.
+    {args}
 
     Example:
       >>> from jaxpriv.shuffle import bounds
@@ -158,9 +171,7 @@ def fmt22_closed_form(eps0, n, delta):
       0.2408
     """
     with float64():
-        eps0, n, delta = _check_eps0(eps0), _check_n(n), _check_delta("delta", delta)
-        shape = check_broadcastable(eps0=eps0, n=n, delta=delta)
-        eps0, n, delta = (jnp.broadcast_to(a, shape) for a in (eps0, n, delta))
+        eps0, n, delta = _closed_form_inputs(eps0, n, delta)
         out = _fmt22_kernel(eps0, n, delta)
         _warn_outside("fmt22_closed_form", {"ε₀ ≤ log(n / (16 log(2/δ)))": _fmt22_valid(eps0, n, delta)})
         return as_output(out)
@@ -184,6 +195,7 @@ def _erlingsson_kernel(eps0, n, delta):
     return jnp.where(domain, eps, jnp.nan)
 
 
+@fill_doc(args=_CLOSED_FORM_ARGS)
 def erlingsson19(eps0, n, delta):
     """Amplification by shuffling of Erlingsson et al. (EFMRTT19): ε = 12 ε₀ √(log(1/δ)/n).
 
@@ -200,13 +212,7 @@ def erlingsson19(eps0, n, delta):
     formula can exceed ε₀ (e.g. when log(1/δ) > n/144), in which case the trivial ε₀ is the better
     statement and the caller may take the minimum.
 
-    Args:
-      eps0: local privacy ε₀ > 0, finite (array, broadcast with ``n`` and ``delta``).
-      n: number of users, an integer ≥ 2 (array).
-      delta: δ ∈ (0, 1) (array).
-
-    Returns:
-      float64 array of ε, shape = broadcast of the arguments.
+    {args}
 
     Example:
       >>> from jaxpriv.shuffle import bounds
@@ -214,9 +220,7 @@ def erlingsson19(eps0, n, delta):
       0.223015
     """
     with float64():
-        eps0, n, delta = _check_eps0(eps0), _check_n(n), _check_delta("delta", delta)
-        shape = check_broadcastable(eps0=eps0, n=n, delta=delta)
-        eps0, n, delta = (jnp.broadcast_to(a, shape) for a in (eps0, n, delta))
+        eps0, n, delta = _closed_form_inputs(eps0, n, delta)
         out = _erlingsson_kernel(eps0, n, delta)
         _warn_outside(
             "erlingsson19",

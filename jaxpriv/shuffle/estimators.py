@@ -30,9 +30,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._docs import fill_doc
 from .._numerics import as_output, check_array, float64, kernel_jit
 from ..mechanisms import laplace
 from ..mechanisms import randomized_response as rr
+
+#: the Args/Returns of an estimator (``{x}``: what the data are; ``{more}``: arguments after ``epsilon``)
+_ESTIMATOR_ARGS = """
+    Args:
+      key: a JAX PRNG key.
+      x: {x}
+      epsilon: budgets ε_i > 0, one per user or a scalar shared by all.{more}
+      trials: ``None`` for one run, or the number of independent runs.
+
+    Returns:
+      :class:`Estimate` (estimate of shape ``()`` or ``(trials,)``; float64)."""
 
 __all__ = ["Estimate", "mean_estimation", "frequency_estimation"]
 
@@ -92,6 +104,9 @@ def _mean_kernel(key, x, scales, trials):
     return _run_trials(one_trial, key, trials)
 
 
+@fill_doc(args=_ESTIMATOR_ARGS.format(
+    x="the users' values, a 1-D array (n ≥ 1) with max − min ≤ ``sensitivity``.",
+    more="\n      sensitivity: Δ > 0, the width of the value domain (the paper's Δf)."))
 def mean_estimation(key, x, epsilon, sensitivity=1.0, *, trials=None):
     """GSPA Alg. 1: personalized Laplace reports y_i = x_i + Lap(Δ/ε_i), shuffled and averaged.
 
@@ -100,15 +115,7 @@ def mean_estimation(key, x, epsilon, sensitivity=1.0, *, trials=None):
     interval of length Δ (checked: max x − min x ≤ Δ). Source: GSPA (seed 003), Alg. 1 and Thm 3;
     MATH §3.3. Sampling in float64 (scoped; x64 need not be on).
 
-    Args:
-      key: a JAX PRNG key.
-      x: the users' values, a 1-D array (n ≥ 1) with max − min ≤ ``sensitivity``.
-      epsilon: budgets ε_i > 0, one per user or a scalar shared by all.
-      sensitivity: Δ > 0, the width of the value domain (the paper's Δf).
-      trials: ``None`` for one run, or the number of independent runs.
-
-    Returns:
-      :class:`Estimate` (estimate of shape ``()`` or ``(trials,)``; float64).
+    {args}
 
     Example:
       >>> import jax, numpy as np
@@ -157,6 +164,7 @@ def _count_kernel(key, x, eps, trials):
     return _run_trials(one_trial, key, trials)
 
 
+@fill_doc(args=_ESTIMATOR_ARGS.format(x="binary values in {0, 1}, a 1-D array (n ≥ 1).", more=""))
 def frequency_estimation(key, x, epsilon, *, trials=None):
     """GSPA Alg. 2: personalized binary randomized response, shuffled; z = (A − B)/(n − 2B).
 
@@ -168,14 +176,7 @@ def frequency_estimation(key, x, epsilon, *, trials=None):
     Var[z] = Σ_i e^{ε_i}/(1 + e^{ε_i})² / (n − 2B)². Source: GSPA (seed 003), Alg. 2 and Thm 4;
     MATH §3.3. The coins are float64 uniforms (scoped; x64 need not be on).
 
-    Args:
-      key: a JAX PRNG key.
-      x: binary values in {0, 1}, a 1-D array (n ≥ 1).
-      epsilon: budgets ε_i > 0, one per user or a scalar shared by all.
-      trials: ``None`` for one run, or the number of independent runs.
-
-    Returns:
-      :class:`Estimate` (estimate of shape ``()`` or ``(trials,)``; float64).
+    {args}
 
     Example:
       >>> import jax, numpy as np
