@@ -46,11 +46,13 @@ def _fmt_eps(e) -> str:
     return "∞" if math.isinf(e) else f"{e:g}"
 
 
-def plot_mechanisms(mean: dict, public: float, sweep: dict, path: str, title: str, epsilon: float) -> str:
+def plot_mechanisms(mean: dict, public: float, sweep: dict, path: str, title: str, epsilon: float, *,
+                    chance: float | None = None, paper_staircase: dict | None = None) -> str:
     """Left: accuracy per client population at one ε under FedAvg's mean and mode connectivity (``mean``:
     ``{aggregation: {population: accuracy}}``), with the public-split-only reference; right: accuracy
-    against ε per mechanism (``sweep``: ``{mechanism: {ε: accuracy}}``, ε = ∞ the noiseless run). Legends
-    below the axes."""
+    against ε per mechanism (``sweep``: ``{mechanism: {ε: accuracy}}``, ε = ∞ the noiseless run). ``chance``
+    (1 / classes) is drawn on both panels; ``paper_staircase`` (``{ε: accuracy}``) adds the staircase rerun
+    with the paper's 1-D accounting as open markers. Legends below the axes."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(11, 4.6), layout="constrained")
@@ -60,13 +62,24 @@ def plot_mechanisms(mean: dict, public: float, sweep: dict, path: str, title: st
     for i, a in enumerate(AGGREGATIONS):
         left.bar([populations.index(p) + i * width for p in mean[a]], list(mean[a].values()), width,
                  label={"mean": "FedAvg mean", "mode_connect": "mode connectivity"}[a])
+        for p in populations:  # an empty slot says why (quick mode runs mode connectivity for the staircase only)
+            if p not in mean[a]:
+                left.text(populations.index(p) + i * width, 0.13, "not run", rotation=90, ha="center", va="bottom",
+                          fontsize=7, color="grey")
     left.axhline(public, color="k", ls="--", lw=1, label="public split alone (no client)")
+    if chance is not None:
+        for ax in (left, right):
+            ax.axhline(chance, color="grey", ls="-.", lw=1, label="chance (1 / classes)" if ax is left else None)
     left.set_xticks(np.arange(len(populations)) + width / 2, populations)
     left.set(ylabel="test accuracy", ylim=(0, 1), title=f"per mechanism at ε = {epsilon:g}")
     left.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncols=3)
     finite = sorted({e for by in sweep.values() for e in by if math.isfinite(e)})
     for m, by in sweep.items():
-        right.plot(finite, [by[e] for e in finite], marker="o", label=m)
+        line, = right.plot(finite, [by[e] for e in finite], marker="o", label=m)
+        if m == "staircase" and paper_staircase:
+            es = sorted(paper_staircase)
+            right.plot(es, [paper_staircase[e] for e in es], ls="none", marker="o", mfc="none", ms=9,
+                       color=line.get_color(), label="staircase, paper's 1-D accounting")
     if math.inf in sweep.get("gaussian", {}):
         right.axhline(sweep["gaussian"][math.inf], color="k", ls=":", lw=1, label="no noise (ε = ∞)")
     right.set(xlabel="ε", ylabel="test accuracy (FedAvg mean)", ylim=(0, 1), title="accuracy against ε")
@@ -187,7 +200,8 @@ def reproduce(quick: bool = True, out_dir: str = ".", seeds=(0, 1, 2)) -> dict:
 
     path = plot_mechanisms(mean, float(np.mean(public)), sweep_mean, os.path.join(out_dir, "udpfl_mechanisms.png"),
                            f"UDP-FL on digits: δ = {s['delta']:g}, T = {rounds}, {s['clients']} clients, "
-                           f"{len(seeds)} seed(s)", s["epsilon"])
+                           f"{len(seeds)} seed(s)", s["epsilon"], chance=1.0 / d.num_classes,
+                           paper_staircase=paper_acct_mean)
 
     clip = lambda p: "/".join(f"{s['clip'][m]:g}" for m in dict.fromkeys(populations[p]))  # noqa: E731
     shown = lambda p: "as above" if p == "mixed" else f"{table[p][0]:.4g}"  # noqa: E731 — same ε, q, T·τ, d
