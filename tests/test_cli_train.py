@@ -169,11 +169,19 @@ def test_train_budget_file_of_the_wrong_length(capsys, tmp_path):
     assert code == 2 and "10 budgets, the training set 456 records" in err
 
 
-@pytest.mark.parametrize("extra", [["--dataset", "mnist"], ["--personalization", "other"], ["--epochs", "ten"],
+@pytest.mark.parametrize("extra", [["--dataset", "cifar10"], ["--personalization", "other"], ["--epochs", "ten"],
                                    ["--mechanism", "exponential"], ["--sampling", "shuffle"]])
 def test_train_argparse_errors(capsys, extra):
     code, _, err = run(capsys, "train", "--epsilon", "1", *extra)
     assert code == 2 and err.startswith("jaxpriv train: error: argument ") and err.count("\n") == 1
+
+
+def test_train_dataset_mnist_is_the_bundled_mnist_5k(capsys, tmp_path):
+    # checked before any training: the budgets file must have one budget per MNIST-5k training image
+    budgets = tmp_path / "b.csv"
+    budgets.write_text("1\n2\n3\n")
+    code, _, err = run(capsys, "train", "--dataset", "mnist", "--epsilon", "1", "--budgets", str(budgets))
+    assert code == 2 and "has 3 budgets, the training set 4000 records" in err and err.count("\n") == 1
 
 
 def test_train_help_has_an_example(capsys):

