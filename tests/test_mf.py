@@ -67,6 +67,27 @@ def test_the_banded_objective_equals_the_dense_one():
             assert value == pytest.approx(_numpy_error(C), rel=1e-12)
 
 
+def test_the_toeplitz_strategy_is_a_worse_banded_one_and_a_local_minimum(strategies):
+    C = mf.banded_toeplitz_strategy(N, bands=4)
+    c = C[:4, 0]
+    assert mf.bands_of(C) == 4 and np.linalg.norm(c) == pytest.approx(1.0, abs=1e-12)
+    for k in range(4):
+        np.testing.assert_array_equal(np.diag(C, -k), c[k])
+    err = mf.expected_error(C)
+    assert mf.expected_error(strategies[4]) * (1 - 1e-9) <= err < N * (N + 1) / 2
+    rng = np.random.default_rng(3)
+    for _ in range(5):  # no small move of the 4 coefficients (renormalised) lowers the objective
+        step = 1e-4 * rng.normal(size=4)
+        for sign in (1.0, -1.0):
+            moved = (c + sign * step) / np.linalg.norm(c + sign * step)
+            assert mf.expected_error(sum(np.diag(np.full(N - k, moved[k]), -k) for k in range(4))) >= err * (1 - 1e-9)
+    np.testing.assert_array_equal(mf.banded_toeplitz_strategy(N, bands=1), np.eye(N))
+    with pytest.raises(ValueError, match=r"bands must be an integer in \[1, 16\], got 17"):
+        mf.banded_toeplitz_strategy(N, bands=17)
+    with pytest.raises(ValueError, match=r"n must be an integer"):
+        mf.banded_toeplitz_strategy(16.0, bands=2)
+
+
 def test_strategies_are_banded_with_unit_columns(strategies):
     i, j = np.indices((N, N))
     for b, C in strategies.items():

@@ -98,3 +98,42 @@ def optimise(D0, valid, lags, columns, inside, n: int, tolerance, iterations: in
     init = (D0, solver.init(D0), jnp.asarray(jnp.inf, D0.dtype), jnp.asarray(0))
     D, _, _, used = jax.lax.while_loop(going, step, init)
     return normalised(D, valid, n), loss(D), used
+
+
+def toeplitz_error(c, n: int):
+    """‖A C⁻¹‖_F² for the lower-triangular Toeplitz C with first column (c_0, …, c_{b−1}, 0, …): C⁻¹ is
+    Toeplitz with the first n coefficients w of 1/c(x) (w_t = (δ_t − Σ_k c_k w_{t−k})/c_0), A C⁻¹ is
+    Toeplitz with their running sums s_t, and s_t appears on n − t diagonal entries. O(n·b)."""
+    bands = c.shape[0]
+
+    def step(past, t):  # past: w_{t−1}, …, w_{t−b+1}
+        w = (jnp.where(t == 0, 1.0, 0.0) - jnp.dot(c[1:], past)) / c[0]
+        return jnp.concatenate([w[None], past[:-1]]) if bands > 1 else past, w
+
+    _, w = jax.lax.scan(step, jnp.zeros(bands - 1, c.dtype), jnp.arange(n))
+    s = jnp.cumsum(w)
+    return jnp.sum((n - jnp.arange(n)) * s * s)
+
+
+def optimise_toeplitz(c0, n: int, tolerance, iterations: int):
+    """L-BFGS on ‖A Ĉ⁻¹‖_F², ĉ = c/‖c‖ (the largest column norm of the Toeplitz C is ‖c‖)."""
+    import optax
+
+    def loss(c):
+        return toeplitz_error(c / jnp.linalg.norm(c), n)
+
+    solver = optax.lbfgs()
+    value_and_grad = optax.value_and_grad_from_state(loss)
+
+    def step(carry):
+        c, state, _, i = carry
+        value, grad = value_and_grad(c, state=state)
+        updates, state = solver.update(grad, state, c, value=value, grad=grad, value_fn=loss)
+        return optax.apply_updates(c, updates), state, jnp.linalg.norm(grad) / jnp.maximum(value, 1e-300), i + 1
+
+    def going(carry):
+        return (carry[3] < iterations) & (carry[2] > tolerance)
+
+    init = (c0, solver.init(c0), jnp.asarray(jnp.inf, c0.dtype), jnp.asarray(0))
+    c, _, _, used = jax.lax.while_loop(going, step, init)
+    return c / jnp.linalg.norm(c), loss(c), used
