@@ -4,6 +4,7 @@
     python bench/mf_strategies.py --quick     # n = 64, 256 (~20 s on 2 CPU cores)
     python bench/mf_strategies.py             # n = 64, 256, 512 (~2 min)
     python bench/mf_strategies.py --json mf.json
+    python bench/mf_strategies.py --speed     # the banded optimiser against the old dense one (~3 min)
 
 For each n and b: err(C) = ‖A C⁻¹‖_F² · max_j ‖C[:, j]‖² of ``mf.banded_strategy(n, bands=b)`` (no disk
 cache), its ratio to the identity's n(n + 1)/2 and to the full factorization's, and the wall time of the
@@ -31,9 +32,60 @@ import jaxpriv  # noqa: E402
 from jaxpriv import mf  # noqa: E402
 
 
+def _dense(n: int, bands: int):
+    """The previous optimiser: dense n×n parameters masked to the band, O(n³) per iteration."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    from jaxpriv._numerics import float64
+    from jaxpriv.mf import strategy
+
+    with float64():
+        i, j = np.indices((n, n))
+        mask = jnp.asarray((i - j >= 0) & (i - j < bands))
+        C, _, _ = strategy._optimise(jnp.asarray(strategy._initial(n, bands)), mask,
+                                     jnp.asarray(np.tril(np.ones((n, n)))), jnp.asarray(strategy.TOLERANCE),
+                                     iterations=strategy.MAX_ITERATIONS)
+        C = np.where(np.asarray(mask), np.asarray(C, np.float64), 0.0)
+    return C / mf.column_norms(C)
+
+
+def speed(args, start, info) -> int:
+    """Wall time (compilation included: one program per (n, b)) of the banded optimiser, and of the dense
+    one where it is feasible (n = 512)."""
+    rows, records, checks = [], [], {}
+    for n, b, dense in ((512, 16, True), (2000, 64, False)):
+        seconds, C = timed(lambda: mf.banded_strategy(n, bands=b, cache=False))
+        err = mf.expected_error(C)
+        record = {"n": n, "bands": b, "error": err, "seconds": seconds, "load": os.getloadavg()[0]}
+        old = "-"
+        if dense:
+            record["dense_seconds"], D = timed(lambda: _dense(n, b))
+            record["dense_error"] = mf.expected_error(D)
+            old = f"{common.ms(record['dense_seconds'])} (err {record['dense_error']:.1f})"
+            checks[f"n={n}, b={b}: same optimum as the dense optimiser (rel 1e-6)"] = (
+                abs(err - record["dense_error"]) <= 1e-6 * err)
+        checks[f"n={n}, b={b}: beats the identity"] = err < n * (n + 1) / 2
+        record["toeplitz_seconds"], T = timed(lambda: mf.banded_toeplitz_strategy(n, bands=b))
+        record["toeplitz_error"] = mf.expected_error(T)
+        record["full_toeplitz_error"] = mf.expected_error(mf.banded_toeplitz_strategy(n, bands=n))
+        checks[f"n={n}, b={b}: Toeplitz never below banded"] = record["toeplitz_error"] >= err * (1 - 1e-9)
+        records.append(record)
+        rows.append([str(n), str(b), f"{err:.1f}", f"{err / (n * (n + 1) / 2):.4f}", common.ms(seconds), old,
+                     f"{record['toeplitz_error']:.1f} ({common.ms(record['toeplitz_seconds'])})",
+                     f"{record['full_toeplitz_error']:.1f}", f"{n * (n + 1) / 2:.0f}", f"{record['load']:.1f}"])
+    say(common.table(["n", "b", "err(C) banded", "err / err(I)", "banded optimiser", "dense optimiser",
+                      "Toeplitz b (time)", "Toeplitz b = n", "err(I)", "load"], rows))
+    say()
+    for name, ok in checks.items():
+        say(f"- {'ok' if ok else 'FAILED'}: {name}")
+    return common.finish({"machine": info, "speed": records}, checks, start, args.json)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="n = 64 and 256 only")
+    parser.add_argument("--speed", action="store_true", help="n = 512/b = 16 and n = 2000/b = 64, against the dense optimiser")
     parser.add_argument("--json", default=None, help="write every number here")
     args = parser.parse_args(argv)
     start = time.perf_counter()
@@ -41,6 +93,8 @@ def main(argv=None) -> int:
     info = common.machine_info(versions, os.path.dirname(jaxpriv.__file__))
     common.print_header(info, "quick" if args.quick else "full", "Banded MF strategies: error and optimisation time",
                         "Wall times on this machine; the first row of each n includes compilation.")
+    if args.speed:
+        return speed(args, start, info)
     sizes = (64, 256) if args.quick else (64, 256, 512)
     rows, records, checks = [], [], {}
     for n in sizes:

@@ -49,6 +49,45 @@ def test_expected_error_matches_a_dense_numpy_solve():
         assert mf.expected_error(C) == pytest.approx(_numpy_error(C), rel=1e-10)
 
 
+def test_the_banded_objective_equals_the_dense_one():
+    """The optimiser's O(n²·b) objective (block forward substitution over the b diagonals, n padded to a
+    multiple of b) against the dense numpy solve, for random bands, n not a multiple of b included."""
+    from jaxpriv._numerics import float64
+    from jaxpriv.mf import _banded
+
+    rng = np.random.default_rng(2)
+    with float64():
+        for n, bands in ((10, 4), (7, 7)):  # padded to 12; one block
+            _, valid, lags, columns, inside = _banded.layout(n, bands)
+            D = rng.normal(size=valid.shape) + 3.0 * (np.arange(bands) == 0)[:, None]
+            D = _banded.normalised(jnp.asarray(D), jnp.asarray(valid), n)
+            C = _banded.dense(D, n)
+            np.testing.assert_allclose(mf.column_norms(C), 1.0, rtol=0, atol=1e-12)
+            value = float(_banded.inverse_error(D, lags, columns, inside, n))
+            assert value == pytest.approx(_numpy_error(C), rel=1e-12)
+
+
+def test_the_toeplitz_strategy_is_a_worse_banded_one_and_a_local_minimum(strategies):
+    C = mf.banded_toeplitz_strategy(N, bands=4)
+    c = C[:4, 0]
+    assert mf.bands_of(C) == 4 and np.linalg.norm(c) == pytest.approx(1.0, abs=1e-12)
+    for k in range(4):
+        np.testing.assert_array_equal(np.diag(C, -k), c[k])
+    err = mf.expected_error(C)
+    assert mf.expected_error(strategies[4]) * (1 - 1e-9) <= err < N * (N + 1) / 2
+    rng = np.random.default_rng(3)
+    for _ in range(5):  # no small move of the 4 coefficients (renormalised) lowers the objective
+        step = 1e-4 * rng.normal(size=4)
+        for sign in (1.0, -1.0):
+            moved = (c + sign * step) / np.linalg.norm(c + sign * step)
+            assert mf.expected_error(sum(np.diag(np.full(N - k, moved[k]), -k) for k in range(4))) >= err * (1 - 1e-9)
+    np.testing.assert_array_equal(mf.banded_toeplitz_strategy(N, bands=1), np.eye(N))
+    with pytest.raises(ValueError, match=r"bands must be an integer in \[1, 16\], got 17"):
+        mf.banded_toeplitz_strategy(N, bands=17)
+    with pytest.raises(ValueError, match=r"n must be an integer"):
+        mf.banded_toeplitz_strategy(16.0, bands=2)
+
+
 def test_strategies_are_banded_with_unit_columns(strategies):
     i, j = np.indices((N, N))
     for b, C in strategies.items():

@@ -17,8 +17,8 @@ Example:
   (4, True)
 """
 
-from .strategy import (banded_strategy, bands_of, column_norms, expected_error, prefix_workload,
+from .strategy import (banded_strategy, banded_toeplitz_strategy, bands_of, column_norms, expected_error, prefix_workload,
                        strategy_cache_dir)
 
-__all__ = ["banded_strategy", "expected_error", "bands_of", "column_norms", "prefix_workload",
+__all__ = ["banded_strategy", "banded_toeplitz_strategy", "expected_error", "bands_of", "column_norms", "prefix_workload",
            "strategy_cache_dir"]
