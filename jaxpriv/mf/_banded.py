@@ -72,31 +72,41 @@ def inverse_error(D, lags, columns, inside, n: int):
     return total
 
 
-def optimise(D0, valid, lags, columns, inside, n: int, tolerance, iterations: int):
-    """L-BFGS (optax, zoom line search) on ‖A Ĉ⁻¹‖_F² over the diagonals; returns (D̂, loss, iterations).
-    Jitted by the caller (n, iterations and the index arrays are static shapes)."""
+def lbfgs(loss, x0, tolerance, iterations: int, mask=None):
+    """Minimise ``loss`` from ``x0`` by L-BFGS (optax, zoom line search) until the gradient's norm relative to
+    the loss falls to ``tolerance`` or after ``iterations`` steps; entries outside ``mask`` (when given) are
+    held fixed (their gradient zeroed). Returns (x, steps used). Traced by the caller's jit."""
     import optax
-
-    def loss(D):
-        return inverse_error(normalised(D, valid, n), lags, columns, inside, n)
 
     solver = optax.lbfgs()
     value_and_grad = optax.value_and_grad_from_state(loss)
 
     def step(carry):
-        D, state, _, i = carry
-        value, grad = value_and_grad(D, state=state)
-        grad = jnp.where(valid, grad, 0.0)
-        updates, state = solver.update(grad, state, D, value=value, grad=grad, value_fn=loss)
-        D = optax.apply_updates(D, updates)
-        return D, state, jnp.linalg.norm(grad) / jnp.maximum(value, 1e-300), i + 1
+        x, state, _, i = carry
+        value, grad = value_and_grad(x, state=state)
+        if mask is not None:
+            grad = jnp.where(mask, grad, 0.0)
+        updates, state = solver.update(grad, state, x, value=value, grad=grad, value_fn=loss)
+        x = optax.apply_updates(x, updates)
+        return x, state, jnp.linalg.norm(grad) / jnp.maximum(value, 1e-300), i + 1
 
     def going(carry):
         _, _, size, i = carry
         return (i < iterations) & (size > tolerance)
 
-    init = (D0, solver.init(D0), jnp.asarray(jnp.inf, D0.dtype), jnp.asarray(0))
-    D, _, _, used = jax.lax.while_loop(going, step, init)
+    init = (x0, solver.init(x0), jnp.asarray(jnp.inf, x0.dtype), jnp.asarray(0))
+    x, _, _, used = jax.lax.while_loop(going, step, init)
+    return x, used
+
+
+def optimise(D0, valid, lags, columns, inside, n: int, tolerance, iterations: int):
+    """L-BFGS on ‖A Ĉ⁻¹‖_F² over the diagonals; returns (D̂, loss, iterations). Jitted by the caller (n,
+    iterations and the index arrays are static shapes)."""
+
+    def loss(D):
+        return inverse_error(normalised(D, valid, n), lags, columns, inside, n)
+
+    D, used = lbfgs(loss, D0, tolerance, iterations, mask=valid)
     return normalised(D, valid, n), loss(D), used
 
 
@@ -117,23 +127,9 @@ def toeplitz_error(c, n: int):
 
 def optimise_toeplitz(c0, n: int, tolerance, iterations: int):
     """L-BFGS on ‖A Ĉ⁻¹‖_F², ĉ = c/‖c‖ (the largest column norm of the Toeplitz C is ‖c‖)."""
-    import optax
 
     def loss(c):
         return toeplitz_error(c / jnp.linalg.norm(c), n)
 
-    solver = optax.lbfgs()
-    value_and_grad = optax.value_and_grad_from_state(loss)
-
-    def step(carry):
-        c, state, _, i = carry
-        value, grad = value_and_grad(c, state=state)
-        updates, state = solver.update(grad, state, c, value=value, grad=grad, value_fn=loss)
-        return optax.apply_updates(c, updates), state, jnp.linalg.norm(grad) / jnp.maximum(value, 1e-300), i + 1
-
-    def going(carry):
-        return (carry[3] < iterations) & (carry[2] > tolerance)
-
-    init = (c0, solver.init(c0), jnp.asarray(jnp.inf, c0.dtype), jnp.asarray(0))
-    c, _, _, used = jax.lax.while_loop(going, step, init)
+    c, used = lbfgs(loss, c0, tolerance, iterations)
     return c / jnp.linalg.norm(c), loss(c), used

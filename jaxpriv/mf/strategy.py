@@ -31,7 +31,6 @@ import os
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from .._numerics import float64
 from . import _banded
@@ -152,23 +151,7 @@ def _optimise(P0, mask, A, tolerance, iterations: int):
         X = jax.scipy.linalg.solve_triangular(C, A.T, lower=True, trans=1)
         return jnp.sum(X * X)
 
-    solver = optax.lbfgs()
-    value_and_grad = optax.value_and_grad_from_state(loss)
-
-    def step(carry):
-        P, state, _, i = carry
-        value, grad = value_and_grad(P, state=state)
-        grad = jnp.where(mask, grad, 0.0)
-        updates, state = solver.update(grad, state, P, value=value, grad=grad, value_fn=loss)
-        P = optax.apply_updates(P, updates)
-        return P, state, jnp.linalg.norm(grad) / jnp.maximum(value, 1e-300), i + 1
-
-    def going(carry):
-        _, _, size, i = carry
-        return (i < iterations) & (size > tolerance)
-
-    init = (P0, solver.init(P0), jnp.asarray(jnp.inf, P0.dtype), jnp.asarray(0))
-    P, _, _, used = jax.lax.while_loop(going, step, init)
+    P, used = _banded.lbfgs(loss, P0, tolerance, iterations, mask=mask)
     return _normalised(P, mask), loss(P), used
 
 
