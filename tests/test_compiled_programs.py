@@ -192,6 +192,20 @@ def test_a_second_train_with_another_epsilon_compiles_nothing(cancer):
     assert fourth.new_programs == 1
 
 
+def test_a_second_bandmf_train_with_another_epsilon_compiles_nothing(cancer):
+    """BandMF's step takes σ and the strategy's bands as arguments (issue 32): a second run with another ε
+    (another σ, the same number of steps and bands) lowers no step program."""
+    sgd = optax.sgd(0.5)
+    model = lambda: dpsgd.MLP(30, (12,), 2, rngs=nnx.Rngs(0))  # noqa: E731
+    config = dpsgd.DPSGDConfig(epochs=2, batch_size=48, epsilon=1.0, delta=1e-5, seed=0, mechanism="bandmf", bands=2)
+    first = dpsgd.train(model(), sgd, cancer, config, progress=False)
+    assert first.new_programs == 1
+    again = dataclasses.replace(config, epsilon=8.0, seed=1)
+    second = dpsgd.train(model(), sgd, cancer, again, progress=False)
+    assert second.plan.noise_parameter[0] < first.plan.noise_parameter[0] and second.epsilon <= 8.0
+    assert second.new_programs == 0 and second.compiled_steps == len(second.buckets) >= 1
+
+
 def test_a_second_balls_in_bins_train_with_another_epsilon_compiles_nothing(cancer, monkeypatch):
     """train() with sampling="balls_in_bins" (MATH §11): it draws allocation batches, reports the ε of
     random allocation by PLD (within 1% of the target, never above), and a second run with another ε (σ

@@ -167,7 +167,7 @@ def sample_block_size(n: int) -> int:
 def _build_step(graphdef, optimizer, loss_fn, microbatch_size, per_record: bool, norm: str, sharding) -> Program:
     """The DP-SGD step program of one structure (see :func:`step_program`)."""
     from .clipping import split_clipped_grad_sum
-    from .noise import noise_update
+    from .noise import banded_noise_update, noise_update
 
     devices = 1 if sharding is None else int(sharding.mesh.devices.size)
 
@@ -179,7 +179,11 @@ def _build_step(graphdef, optimizer, loss_fn, microbatch_size, per_record: bool,
         grads = split_clipped_grad_sum(loss_fn, graphdef, params, rest, xb, yb, key=key, clip_norm=clip_norm,
                                        mask=mask, microbatch_size=microbatch_size, norm=norm).grads
         tx = optimizer
-        if numbers["noise"] is not None:  # the noise transform with its numbers as arguments, then the optimizer
+        if numbers.get("band") is not None:  # BandMF: the banded noise with σ, Δ and C's bands as arguments
+            noise = optax.GradientTransformation(
+                lambda p: None, lambda u, s, p=None: banded_noise_update(numbers["noise"], numbers["band"], u, s))
+            tx = optax.chain(noise, optimizer)
+        elif numbers["noise"] is not None:  # the noise transform with its numbers as arguments, then the optimizer
             noise = optax.GradientTransformation(lambda p: None,
                                                  lambda u, s, p=None: noise_update(numbers["noise"], u, s))
             tx = optax.chain(noise, optimizer)
@@ -218,7 +222,9 @@ def step_program(graphdef, optimizer, loss_fn, microbatch_size: int | None, per_
 
     With ``numbers["noise"]`` the step is ``optax.chain(noise, optimizer)`` — the noise transform of the
     plan's event with its numbers as arguments (:func:`jaxpriv.train.noise.noise_update`) — and
-    ``opt_state`` is that chain's state; without, ``optimizer`` alone.
+    ``opt_state`` is that chain's state; without, ``optimizer`` alone. With ``numbers["band"]`` too (a
+    BandMF run: the strategy's :func:`~jaxpriv.train.noise.band_table`), the noise is the banded one
+    (:func:`jaxpriv.train.noise.banded_noise_update`), its coefficients arguments like σ.
 
     Data parallel over every device when there are several (every process's, after
     :func:`jaxpriv.distributed.initialize`): the padded batch is sharded along its
@@ -399,13 +405,14 @@ def train(
     else:
         sampler = trainer_sampler(plan.record_rates, sampler_seed, plan.total_steps)
     block = sample_block_size(n)
-    if band:
+    correlated = band and plan.bands > 1  # b = 1: C = I (one band, unit columns), DP-SGD's noise itself
+    if correlated:
         from .. import mf
         from .noise import banded_noise_transform
 
-        noise = banded_noise_transform(plan.noise_event(), mf.banded_strategy(plan.total_steps, bands=plan.bands),
-                                       seed=noise_seed, sensitivity=float(plan.clip[0]),
-                                       normalize_by=plan.expected_batch_size)
+        strategy = mf.banded_strategy(plan.total_steps, bands=plan.bands)
+        noise = banded_noise_transform(plan.noise_event(), strategy, seed=noise_seed, sensitivity=float(plan.clip[0]),
+                                       normalize_by=plan.expected_batch_size)  # its state's layout and first key
     else:
         noise = noise_transform(plan.noise_event(), seed=noise_seed, sensitivity=float(plan.clip[0]),
                                 normalize_by=plan.expected_batch_size)
@@ -435,14 +442,14 @@ def train(
     single = np.unique(plan.clip).size == 1  # one clip norm (an argument), else per-record norms gathered in the step
     record_clip = jnp.asarray(plan.record_clip)
     norm = sensitivity_norm(plan.noise_event())  # clip in the norm the noise's sensitivity is measured in
-    if band:  # the banded transform (its strategy and numbers baked in) is part of the step's optimizer
-        step = step_program(graphdef, tx, loss_fn, config.microbatch_size, not single, norm)
-        numbers = {"clip": jnp.asarray(float(plan.clip[0])) if single else None, "noise": None}
-    else:
-        step = step_program(graphdef, optimizer, loss_fn, config.microbatch_size, not single, norm)
-        numbers = {"clip": jnp.asarray(float(plan.clip[0])) if single else None,
-                   "noise": noise_numbers(plan.noise_event(), sensitivity=float(plan.clip[0]),
-                                          normalize_by=plan.expected_batch_size, params=params)}
+    step = step_program(graphdef, optimizer, loss_fn, config.microbatch_size, not single, norm)
+    numbers = {"clip": jnp.asarray(float(plan.clip[0])) if single else None,
+               "noise": noise_numbers(plan.noise_event(), sensitivity=float(plan.clip[0]),
+                                      normalize_by=plan.expected_batch_size, params=params)}
+    if correlated:  # the strategy's bands are arguments too: another σ of the same run length compiles nothing
+        from .noise import band_table
+
+        numbers["band"] = jnp.asarray(band_table(strategy))
     evaluate = make_evaluator(graphdef, int(config.eval_batch_size), config.loss)
     x, y = jnp.asarray(data.x_train), jnp.asarray(data.y_train)
     test = padded_test_set(data, int(config.eval_batch_size))

@@ -61,7 +61,7 @@ from ..mechanisms import staircase
 from ..mechanisms._common import round_to
 
 __all__ = ["NoiseState", "NoiseArguments", "noise_transform", "noise_arguments", "noise_update", "add_noise",
-           "gaussian_noise", "BandedNoiseState", "banded_noise_transform"]
+           "gaussian_noise", "BandedNoiseState", "banded_noise_transform", "banded_noise_update", "band_table"]
 
 class NoiseState(NamedTuple):
     """State of a noise transform: the PRNG key of the next step."""
@@ -387,10 +387,18 @@ class BandedNoiseState(NamedTuple):
     buffer: Any
 
 
-def _band_table(strategy) -> np.ndarray:
+def band_table(strategy) -> np.ndarray:
     """The strategy's bands as an (n, b) table: row t holds C[t, t], C[t, t − 1], …, C[t, t − b + 1] (0
-    before the first step). ``ValueError`` unless C is square, lower triangular, invertible and its
-    largest column norm is at most 1 (the sensitivity the accounting assumes, MATH §12.2)."""
+    before the first step): what :func:`banded_noise_update` takes as an argument. ``ValueError`` unless C
+    is square, lower triangular, invertible and its largest column norm is at most 1 (the sensitivity the
+    accounting assumes, MATH §12.2).
+
+    Example:
+      >>> import numpy as np
+      >>> from jaxpriv.train import noise
+      >>> noise.band_table(np.array([[0.8, 0.0], [0.6, 1.0]])).tolist()   # unit columns
+      [[0.8, 0.0], [1.0, 0.6]]
+    """
     C = np.asarray(strategy, np.float64)
     bands = mf.bands_of(C)
     worst = float(mf.column_norms(C).max())
@@ -401,6 +409,69 @@ def _band_table(strategy) -> np.ndarray:
     rows = np.arange(n)[:, None]
     cols = rows - np.arange(bands)[None, :]
     return np.where(cols >= 0, C[rows, np.clip(cols, 0, None)], 0.0)
+
+
+def _banded_step(noise: _Noise, table, updates, state: BandedNoiseState):
+    """One step of the banded transform: the noise bound by :func:`_prepare`, the (n, b) band table (a
+    constant or a traced argument)."""
+    n, bands = table.shape
+    leaves, treedef = jax.tree_util.tree_flatten(updates)
+    buffers = treedef.flatten_up_to(state.buffer)
+    keys = jax.random.split(state.key, len(leaves) + 1)  # DP-SGD's one split per step
+    t = state.step
+    coef = table[jnp.minimum(t, n - 1)]  # (b,): C[t, t], C[t, t−1], …
+    # the weight of each buffer slot: slot (t − j) mod (b − 1) holds x_{t−j} (zeros before step 0) and
+    # gets C[t, t − j], j = 1 … b − 1 (distinct slots). A weighted sum over the slots in place, not a
+    # gather of the buffer in lag order (one copy of the buffer less).
+    ring = max(bands - 1, 1)
+    weights = jnp.zeros((ring,), coef.dtype).at[(t - jnp.arange(1, bands)) % ring].set(coef[1:])
+    denominator = jnp.asarray(noise.denominator)
+    ok = (t < n) if noise.valid is True else (t < n) & noise.valid
+    denominator = jnp.where(ok, denominator, jnp.nan)
+    out, kept = [], []
+    for key, x, buffer in zip(keys[1:], leaves, buffers):
+        x = jnp.asarray(x)
+        dtype = buffer.dtype
+        z = noise.draw(key, x.shape, dtype) if noise.draw is not None else jnp.zeros(x.shape, dtype)
+        if bands > 1:
+            z = z - jnp.tensordot(weights.astype(dtype), buffer, axes=1)
+        correlated = z / coef[0].astype(dtype)  # b = 1: z / C[t, t] alone, so C = I is DP-SGD's noise exactly
+        kept.append(buffer.at[t % ring].set(correlated) if bands > 1 else buffer)
+        out.append(((x.astype(dtype) + correlated) / denominator.astype(dtype)).astype(x.dtype))
+    state = BandedNoiseState(key=keys[0], step=t + 1, buffer=jax.tree_util.tree_unflatten(treedef, kept))
+    return jax.tree_util.tree_unflatten(treedef, out), state
+
+
+def banded_noise_update(arguments: NoiseArguments, table, updates, state: BandedNoiseState):
+    """One step of :func:`banded_noise_transform` whose numbers are arguments: ``arguments``
+    (:func:`noise_arguments` of ``events.Gaussian(σ)``) and the strategy's ``table`` (:func:`band_table`),
+    so a jitted step takes σ, Δ, the batch size and the strategy's coefficients as data and is compiled
+    once per shape (the trainer's BandMF step). The same draws as the transform from the same state; the
+    two are compiled apart (coefficients as data, not constants), so they agree to float32 rounding, not
+    always to the bit. The scale σΔ of :func:`noise_arguments` is rounded up (never less noise).
+
+    Returns:
+      ``(noisy updates, next BandedNoiseState)``.
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> from jaxpriv import events, mf
+      >>> from jaxpriv.train import noise
+      >>> C = mf.banded_strategy(4, bands=2, cache=False)
+      >>> tx = noise.banded_noise_transform(events.Gaussian(1.0), C, seed=0, normalize_by=2.0)
+      >>> args = noise.noise_arguments(events.Gaussian(1.0), normalize_by=2.0)
+      >>> step = jax.jit(noise.banded_noise_update)
+      >>> u, state = {"w": jnp.ones(3)}, tx.init({"w": jnp.zeros(3)})
+      >>> a, b = step(args, noise.band_table(C), u, state)[0]["w"], tx.update(u, state)[0]["w"]
+      >>> bool(jnp.allclose(a, b, rtol=1e-6))        # the same draw; compiled apart, they may round apart
+      True
+    """
+    if not isinstance(arguments.event, events.Gaussian):
+        raise ValueError(f"arguments.event must be events.Gaussian (the matrix mechanism's noise), got "
+                         f"{type(arguments.event).__name__}")
+    sensitivity = 1.0 if arguments.sensitivity is None else arguments.sensitivity
+    return _banded_step(_prepare(arguments.event, sensitivity, arguments.normalize_by), jnp.asarray(table),
+                        updates, state)
 
 
 def banded_noise_transform(event, strategy, *, seed, sensitivity=1.0, normalize_by=1.0
@@ -450,8 +521,8 @@ def banded_noise_transform(event, strategy, *, seed, sensitivity=1.0, normalize_
     """
     if not isinstance(event, events.Gaussian):
         raise ValueError(f"event must be events.Gaussian (the matrix mechanism's noise), got {type(event).__name__}")
-    table = _band_table(strategy)
-    n, bands = table.shape
+    table = band_table(strategy)
+    bands = table.shape[1]
     key0 = _as_key(seed)
     noise = _prepare(event, sensitivity, normalize_by)
 
@@ -464,30 +535,6 @@ def banded_noise_transform(event, strategy, *, seed, sensitivity=1.0, normalize_
 
     def update_fn(updates, state, params=None):
         del params
-        leaves, treedef = jax.tree_util.tree_flatten(updates)
-        buffers = treedef.flatten_up_to(state.buffer)
-        keys = jax.random.split(state.key, len(leaves) + 1)  # DP-SGD's one split per step
-        t = state.step
-        coef = jnp.asarray(table)[jnp.minimum(t, n - 1)]  # (b,): C[t, t], C[t, t−1], …
-        # the weight of each buffer slot: slot (t − j) mod (b − 1) holds x_{t−j} (zeros before step 0) and
-        # gets C[t, t − j], j = 1 … b − 1 (distinct slots). A weighted sum over the slots in place, not a
-        # gather of the buffer in lag order (one copy of the buffer less).
-        ring = max(bands - 1, 1)
-        weights = jnp.zeros((ring,), coef.dtype).at[(t - jnp.arange(1, bands)) % ring].set(coef[1:])
-        denominator = jnp.asarray(noise.denominator)
-        ok = (t < n) if noise.valid is True else (t < n) & noise.valid
-        denominator = jnp.where(ok, denominator, jnp.nan)
-        out, kept = [], []
-        for key, x, buffer in zip(keys[1:], leaves, buffers):
-            x = jnp.asarray(x)
-            dtype = buffer.dtype
-            z = noise.draw(key, x.shape, dtype) if noise.draw is not None else jnp.zeros(x.shape, dtype)
-            if bands > 1:
-                z = z - jnp.tensordot(weights.astype(dtype), buffer, axes=1)
-            correlated = z / coef[0].astype(dtype)  # b = 1: z / C[t, t] alone, so C = I is DP-SGD's noise exactly
-            kept.append(buffer.at[t % ring].set(correlated) if bands > 1 else buffer)
-            out.append(((x.astype(dtype) + correlated) / denominator.astype(dtype)).astype(x.dtype))
-        state = BandedNoiseState(key=keys[0], step=t + 1, buffer=jax.tree_util.tree_unflatten(treedef, kept))
-        return jax.tree_util.tree_unflatten(treedef, out), state
+        return _banded_step(noise, jnp.asarray(table), updates, state)
 
     return optax.GradientTransformation(init_fn, update_fn)
