@@ -114,3 +114,21 @@ def test_a_bandmf_run_resumes_from_its_checkpoint_exactly(tmp_path):
     assert result.steps == 28 and result.stopped == "completed"
     for a, b in zip(*(jax.tree_util.tree_leaves(nnx.state(m, nnx.Param)) for m in (whole, resumed))):
         np.testing.assert_array_equal(a, b)
+
+
+def test_banded_noise_update_and_band_table_bad_input():
+    """The argument form of the banded noise names what is wrong: a non-Gaussian event, a strategy whose
+    largest column norm exceeds 1 (its sensitivity), a strategy that is not lower triangular."""
+    import jax.numpy as jnp
+
+    from jaxpriv.train import noise
+
+    C = np.eye(3)
+    state = noise.banded_noise_transform(events.Gaussian(1.0), C, seed=0).init({"w": jnp.zeros(2)})
+    laplace = noise.noise_arguments(events.Laplace(1.0))
+    with pytest.raises(ValueError, match=r"arguments.event must be events.Gaussian .* got Laplace"):
+        noise.banded_noise_update(laplace, noise.band_table(C), {"w": jnp.ones(2)}, state)
+    with pytest.raises(ValueError, match=r"strategy's largest column norm must be at most 1"):
+        noise.band_table(2.0 * C)
+    with pytest.raises(ValueError, match=r"strategy"):
+        noise.band_table(np.triu(np.ones((3, 3))) / 3.0)
