@@ -1,5 +1,5 @@
 """Balls in bins (random allocation, one step per example per epoch) against Poisson sampling, by the PLD
-accountant: the certified ε of both for the README's DP-SGD settings, and what a setting costs cold and warm;
+accountant: the certified ε of both for the guide's DP-SGD settings, and what a setting costs cold and warm;
 beside them, shuffled batches' certified *lower* bound (MATH §11.7: no upper bound is known), which shows how
 far a Poisson ε reported for shuffled batches may be from the truth.
 

@@ -8,7 +8,7 @@ jaxpriv.mechanisms.allocation:
 * k of t > 1: every one of the C(t, k) placements enumerated in the likelihood ratio e_k(Y)/C(t, k)
   (Monte Carlo over the noise);
 * the papers' claim, on our numbers: one pass of balls in bins per epoch is no less private than Poisson
-  sampling at rate 1/t for DP-SGD settings of the README.
+  sampling at rate 1/t for DP-SGD settings of the guide (docs/guide.md).
 """
 
 import itertools
@@ -148,9 +148,9 @@ def test_reduction_splits_into_short_and_long_rounds():
     assert [(float(e.t), float(c)) for e, c in rounds] == [(3.0, 2.0), (4.0, 1.0)]
 
 
-@pytest.mark.parametrize("q, sigma, steps", [(0.1, 2.9, 1_000)])  # the README table: bench/allocation.py
+@pytest.mark.parametrize("q, sigma, steps", [(0.1, 2.9, 1_000)])  # the guide's table: bench/allocation.py
 def test_balls_in_bins_no_less_private_than_poisson(q, sigma, steps):
-    """Feldman & Shenfeld's and Chua et al.'s claim on the README's DP-SGD settings: one pass of balls in
+    """Feldman & Shenfeld's and Chua et al.'s claim on the guide's DP-SGD settings: one pass of balls in
     bins per epoch (t = 1/q) certifies an ε at most Poisson's lower end at rate q."""
     t = round(1 / q)
     allocation_event = ev.SelfComposed(ev.RandomAllocation(1, t, ev.Gaussian(sigma)), steps // t)

@@ -31,7 +31,7 @@ def _sections_in_document() -> list[str]:
 
 
 def _citing_files() -> list[pathlib.Path]:
-    files = [ROOT / "README.md"]
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
     for folder, patterns in (("jaxpriv", ("*.py", "*.md")), ("tests", ("*.py",)), ("bench", ("*.py", "*.md")),
                              ("notebooks", ("*.ipynb", "*.md"))):
         for pattern in patterns:

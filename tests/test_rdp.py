@@ -660,9 +660,9 @@ def test_compose_mismatched_curves_raise_value_error():
         rdp.compose(np.ones(2), np.ones(3))
 
 
-# The README's stated accuracy at the edges of the range and beyond it (σ = 100, 1000): the worst cases
+# The guide's stated accuracy at the edges of the range and beyond it (σ = 100, 1000): the worst cases
 # found on a grid q ∈ {1e-6, 1e-3, 0.1, 0.5, 0.999} × σ ∈ {0.3, 1, 10, 50, 100, 1000} × α ∈ {1.01, 1.5,
-# 2.5, 10.5, 99.9}, each with the bound the README states for it; never below the exact value.
+# 2.5, 10.5, 99.9}, each with the bound the guide states for it; never below the exact value.
 EDGE_CASES = [((0.5, 50.0, 1.01), 4.1e-9), ((0.999, 50.0, 1.01), 1e-9), ((0.5, 100.0, 1.01), 1.6e-8),
               ((0.5, 1000.0, 1.01), 1.5e-6), ((1e-6, 1000.0, 99.9), 1.5e-6), ((1e-3, 1000.0, 2.5), 1.5e-6)]
 

@@ -1,6 +1,8 @@
-"""The README's front door runs: every ```python block of README.md, in order, in one namespace, and every
-number a block quotes in a comment after an expression (``expr  # 5.632 (RDP)``, ``# (5.181, 5.194): …``,
-``# σ = 1.565 …``; for ``print(…)`` the numbers printed) equals the value computed, to the digits quoted.
+"""The README's front door and the pages it leads to run: every ```python block of README.md and of each
+page under docs/ (the guide holds the examples moved out of the README), page by page, in order, in one
+namespace per page, and every number a block quotes in a comment after an expression (``expr  # 5.632 (RDP)``,
+``# (5.181, 5.194): …``, ``# σ = 1.565 …``; for ``print(…)`` the numbers printed) equals the value computed,
+to the digits quoted.
 Editing a quoted number, or a change of the library that moves one, fails here (issue 34).
 
 The blocks are run once per session (a module fixture); the checks then compare the recorded values.
@@ -17,7 +19,18 @@ import tokenize
 import numpy as np
 import pytest
 
-README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+#: the least each page must hold (python blocks, quoted values checked): an empty or lost page fails here.
+#: The guide holds the README's former eight blocks and their quotes; the README keeps a first answer.
+MINIMA = {"README.md": (1, 3), "docs/guide.md": (8, 14)}
+
+
+def pages() -> list[pathlib.Path]:
+    """The README, then every page under docs/ (each is tested, listed in MINIMA or not)."""
+    return [README, *sorted((ROOT / "docs").glob("*.md"))]
+
+
 NUMBER = r"-?\d[\d_]*(?:\.\d+)?(?:e-?\d+)?"
 #: a quote opens the comment: a number, a parenthesised tuple of numbers, or "σ = number"
 QUOTE = re.compile(rf"\s*(?:σ = )?(\(\s*{NUMBER}(?:\s*,\s*{NUMBER})*\s*\)|{NUMBER}(?![\w(]))")
@@ -55,9 +68,9 @@ def comments_by_line(source: str) -> dict[int, str]:
     return {tok.start[0]: tok.string.lstrip("#").strip() for tok in tokens if tok.type == tokenize.COMMENT}
 
 
-def run_blocks(blocks: list[str]) -> list[dict]:
+def run_blocks(blocks: list[str], page: str = "README.md") -> list[dict]:
     """Execute the blocks in one namespace, statement by statement; return every quoted value checked:
-    {block, line, source, quoted, computed}."""
+    {page, block, line, source, quoted, computed}."""
     namespace: dict = {"__name__": "readme"}
     quotes = []
     for b, source in enumerate(blocks):
@@ -66,32 +79,47 @@ def run_blocks(blocks: list[str]) -> list[dict]:
             comment = comments.get(stmt.end_lineno, "")
             quoted = quoted_numbers(comment) if isinstance(stmt, ast.Expr) else []
             if not quoted:
-                exec(compile(ast.Module([stmt], []), f"README block {b + 1}", "exec"), namespace)
+                exec(compile(ast.Module([stmt], []), f"{page} block {b + 1}", "exec"), namespace)
                 continue
             printed = io.StringIO()
             with contextlib.redirect_stdout(printed):
-                value = eval(compile(ast.Expression(stmt.value), f"README block {b + 1}", "eval"), namespace)
+                value = eval(compile(ast.Expression(stmt.value), f"{page} block {b + 1}", "eval"), namespace)
             if value is None:  # print(...): the numbers printed
                 value = printed.getvalue()
-            quotes.append({"block": b + 1, "line": stmt.end_lineno, "source": ast.get_source_segment(source, stmt),
-                           "quoted": quoted, "computed": numbers_of(value)})
+            quotes.append({"page": page, "block": b + 1, "line": stmt.end_lineno,
+                           "source": ast.get_source_segment(source, stmt), "quoted": quoted,
+                           "computed": numbers_of(value)})
     return quotes
 
 
 @pytest.fixture(scope="module")
-def quotes():
-    blocks = python_blocks(README.read_text(encoding="utf-8"))
-    assert len(blocks) >= 6, "the README's python blocks were not found"
-    return run_blocks(blocks)
+def blocks_by_page() -> dict[str, list[str]]:
+    return {path.relative_to(ROOT).as_posix(): python_blocks(path.read_text(encoding="utf-8"))
+            for path in pages()}
+
+
+@pytest.fixture(scope="module")
+def quotes(blocks_by_page):
+    for page, (least, _) in MINIMA.items():
+        assert len(blocks_by_page.get(page, [])) >= least, f"{page}: its python blocks were not found"
+    return [q for page, blocks in blocks_by_page.items() for q in run_blocks(blocks, page)]
 
 
 def test_every_block_runs_and_quotes_numbers(quotes):
-    # the parser finds the quotes (an empty list would pass every check below)
-    assert len(quotes) >= 14, [q["source"] for q in quotes]
+    # the parser finds the quotes on every page (an empty list would pass every check below)
+    for page, (_, least) in MINIMA.items():
+        assert sum(q["page"] == page for q in quotes) >= least, [q["source"] for q in quotes if q["page"] == page]
+
+
+def test_the_readme_links_every_page():
+    """A page under docs/ holds what the README no longer says: the README must lead to each."""
+    text = README.read_text(encoding="utf-8")
+    for path in pages()[1:]:
+        assert f"]({path.relative_to(ROOT).as_posix()}" in text, f"README.md does not link {path.name}"
 
 
 def test_every_quoted_number_is_the_computed_one(quotes):
-    wrong = [f"block {q['block']} line {q['line']}: {q['source']!r} quotes {q['quoted']}, computes "
+    wrong = [f"{q['page']} block {q['block']} line {q['line']}: {q['source']!r} quotes {q['quoted']}, computes "
              f"{q['computed'][:len(q['quoted'])]}"
              for q in quotes
              if len(q["computed"]) < len(q["quoted"])
