@@ -260,7 +260,8 @@ def plot_sigma_vs_epsilon(targets, rates, sigmas, path, title: str, mark=None) -
     sigmas = np.asarray(sigmas, dtype=np.float64)
     fig = Figure(figsize=(7.0, 5.0), layout="constrained")
     ax = fig.add_subplot()
-    for rate, row in zip(rates, sigmas):
+    order = np.argsort(np.asarray(rates, dtype=np.float64), kind="stable")  # the legend reads from the smallest q
+    for rate, row in zip(np.asarray(rates)[order], sigmas[order]):
         finite = np.isfinite(row)
         ax.plot(np.asarray(targets)[finite], row[finite], marker="o", markersize=3, label=f"q = {rate:.4g}")
     if mark is not None:
@@ -365,7 +366,8 @@ to {grid.q[-1]:g}, log-spaced; σ from {grid.sigma[0]:g} to {grid.sigma[-1]:g}):
 ## Noise needed versus target ε
 
 T = {setting.steps:,} steps, δ = {setting.delta:g}, target ε from {targets[0]:g} to {targets[-1]:g},
-q ∈ {{{", ".join(f"{r:.4g}" for r in rates)}}}.
+q ∈ {{{", ".join(f"{r:.4g}" for r in sorted(rates))}}}. σ is calibrated by the RDP accountant, so the star marks
+this setting at its RDP ε; the headline above is the tighter PLD ε.
 
 ![σ needed vs target ε](sigma_vs_epsilon.png)
 """
@@ -412,7 +414,9 @@ def write_report(out_dir, *, quick: bool = False, setting: DpsgdSetting | None =
                       mark=(setting.q, setting.sigma, here))
     plot_sigma_vs_epsilon(targets, rates, sigmas, paths["sigma_vs_epsilon"],
                           f"σ needed for (ε, δ = {setting.delta:g}) after T = {setting.steps:,} steps",
-                          mark=(summary["epsilon_rdp"], setting.sigma, f"this setting (σ = {setting.sigma:g})"))
+                          mark=(summary["epsilon_rdp"], setting.sigma,
+                                f"this setting, σ = {setting.sigma:g}: at its RDP ε\n"
+                                f"(the curves' accountant; PLD ε ≤ {summary['epsilon_pld_upper']:.3g})"))
 
     with open(paths["report"], "w", encoding="utf-8") as f:
         f.write(_render(setting, summary, calibrated, affordable, grid, curves, quick))
