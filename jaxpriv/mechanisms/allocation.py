@@ -205,6 +205,18 @@ def _bernstein(count, g, eta):
 
 # ~130 KB a setting: 1,024 of them hold ~134 MB. The PLD interval asks a batch's laws again when it refines
 # its grid, so a batch of up to 1,024 distinct settings is computed once, not twice (64 before).
+def _checked(sigma, steps) -> tuple[float, int]:
+    """(σ, m) as float and int, or a ValueError naming the one out of range (m must be a whole number:
+    2.5 steps is an error, not 2)."""
+    sigma = float(sigma)
+    if not sigma > 0 or not math.isfinite(sigma):
+        raise ValueError(f"sigma must be a finite number > 0, got {sigma}")
+    m = float(steps)
+    if isinstance(steps, bool) or not math.isfinite(m) or m != math.floor(m) or m < 1:
+        raise ValueError(f"steps must be an integer >= 1, got {steps}")
+    return sigma, int(m)
+
+
 @functools.lru_cache(maxsize=1024)
 def round_laws(sigma: float, steps: int) -> dict:
     """The privacy-loss laws of one round of random allocation (one of ``steps`` = m Gaussian steps of noise
@@ -218,11 +230,7 @@ def round_laws(sigma: float, steps: int) -> dict:
       >>> bool(abs(masses.sum() - 1.0) < 1e-9)
       True
     """
-    sigma, m = float(sigma), int(steps)
-    if not sigma > 0 or not math.isfinite(sigma):
-        raise ValueError(f"sigma must be a finite number > 0, got {sigma}")
-    if m < 1:
-        raise ValueError(f"steps must be an integer >= 1, got {steps}")
+    sigma, m = _checked(sigma, steps)
     s = 1.0 / sigma
     sd_y = math.sqrt(math.expm1(s * s))
     bulk = m + 12.0 * math.sqrt(m) * sd_y  # the sum's bulk under Q
@@ -264,7 +272,7 @@ def round_laws_of(settings) -> list[dict]:
       >>> a is c, a is allocation.round_laws(2.0, 4)
       (True, True)
     """
-    keys = [(float(sigma), int(m)) for sigma, m in settings]
+    keys = [_checked(sigma, m) for sigma, m in settings]
     distinct = list(dict.fromkeys(keys))
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     workers = min(len(distinct), cores, _MAX_THREADS)
