@@ -194,9 +194,12 @@ def test_round_laws_bad_input():
         allocation.round_laws(0.0, 4)
     with pytest.raises(ValueError, match="steps must be an integer >= 1"):
         allocation.round_laws(1.0, 0)
+    allocation.round_laws(4.0, 1)  # cached: True == 1 as a cache key must not bypass the check
     for steps in (2.5, float("nan"), True):  # never truncated to a whole number silently
         with pytest.raises(ValueError, match="steps must be an integer >= 1"):
             allocation.round_laws(1.0, steps)
+        with pytest.raises(ValueError, match="steps must be an integer >= 1"):
+            allocation.round_laws(4.0, steps)
     for sigma in (-1.0, float("inf"), float("nan")):
         with pytest.raises(ValueError, match="sigma must be a finite number > 0"):
             allocation.round_laws_of([(2.0, 4), (sigma, 4)])

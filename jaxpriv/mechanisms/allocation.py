@@ -217,7 +217,6 @@ def _checked(sigma, steps) -> tuple[float, int]:
     return sigma, int(m)
 
 
-@functools.lru_cache(maxsize=1024)
 def round_laws(sigma: float, steps: int) -> dict:
     """The privacy-loss laws of one round of random allocation (one of ``steps`` = m Gaussian steps of noise
     multiplier σ), as P-mass atoms: ``{"remove_upper", "remove_lower", "add_upper", "add_lower"}``, each
@@ -230,7 +229,13 @@ def round_laws(sigma: float, steps: int) -> dict:
       >>> bool(abs(masses.sum() - 1.0) < 1e-9)
       True
     """
-    sigma, m = _checked(sigma, steps)
+    return _round_laws(*_checked(sigma, steps))
+
+
+# checked before the cache: lru_cache keys compare equal across True == 1 and 2.0 == 2, so a cached
+# round_laws(1.0, 1) would otherwise answer round_laws(1.0, True) without the check
+@functools.lru_cache(maxsize=1024)
+def _round_laws(sigma: float, m: int) -> dict:
     s = 1.0 / sigma
     sd_y = math.sqrt(math.expm1(s * s))
     bulk = m + 12.0 * math.sqrt(m) * sd_y  # the sum's bulk under Q
@@ -278,9 +283,9 @@ def round_laws_of(settings) -> list[dict]:
     workers = min(len(distinct), cores, _MAX_THREADS)
     if workers > 1:
         with ThreadPoolExecutor(workers) as pool:
-            laws = dict(zip(distinct, pool.map(lambda key: round_laws(*key), distinct)))
+            laws = dict(zip(distinct, pool.map(lambda key: _round_laws(*key), distinct)))
     else:
-        laws = {key: round_laws(*key) for key in distinct}
+        laws = {key: _round_laws(*key) for key in distinct}
     return [laws[key] for key in keys]
 
 
