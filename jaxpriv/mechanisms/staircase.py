@@ -370,6 +370,7 @@ def privacy_loss_atoms(epsilon, gamma):
         return as_output((losses, jnp.stack([p_plus, jnp.maximum(1.0 - p_plus - p_minus, 0.0), p_minus], axis=-1)))
 
 
+@kernel_jit  # one program per shape, not one per operation of an eager call
 def _rdp(epsilon, gamma, orders, p_plus=None):
     """Unvalidated kernel: ε, γ of any broadcast shape S, orders (K,) → S + (K,); ``p_plus`` (shape S)
     replaces the worst-shift P(L = +ε) for a smaller shift."""

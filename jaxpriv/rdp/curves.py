@@ -63,6 +63,7 @@ def _closed_form(kernel, name: str, value, orders):
 
 
 
+@kernel_jit  # one program per shape, not one per operation of an eager call (issue 29)
 def gaussian_kernel(sigma, orders):
     return round_up(orders / (2.0 * sigma**2), 3.0)  # two roundings: ≤ 1.5 ulps
 
@@ -98,6 +99,7 @@ def _expm1_minus_identity(y):
     return jnp.where(small, series * ys * ys, jnp.expm1(yl) - yl)
 
 
+@kernel_jit  # ~100 eager operations (two 18-term series) otherwise, each compiled per shape
 def laplace_kernel(b, orders):
     # ρ(α) = log( α/(2α−1) e^{(α−1)/b} + (α−1)/(2α−1) e^{−α/b} ) / (α−1), with x = α−1:
     # * x/b < 1: the argument of the log is 1 + m, m = [(1+x) E(x/b) + x E(−(1+x)/b)] / (1+2x) with
