@@ -26,6 +26,7 @@ __all__ = ["client_sampled", "two_stage_curve_kernel", "two_stage_epsilon_kernel
 # ----------------------------------------------------------------------------------------------------
 
 
+@kernel_jit  # one program per shape, not one per operation of an eager call
 def _client_sampled(local, client_rate, orders):
     """log(1 − λ + λ e^{(α−1)ρ})/(α−1) for a per-client curve ρ of shape (..., K); λ broadcasts as (..., 1).
 
