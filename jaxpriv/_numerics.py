@@ -242,6 +242,7 @@ def round_up(x, ulps: float):
     return x + jnp.abs(x) * (ulps * EPS64)
 
 
+@kernel_jit  # called eagerly by many checks and calibrators: one program per shape, not one per operation
 def log1p(x):
     """log(1 + x) within 1.5 ulps. XLA's float64 ``log1p`` is off by up to 120 ulps for x ∈ (−0.4143, −0.3603)
     (log(1 − q) at q ≈ 0.4, log1p(−1/α) at α ≈ 2.5); there the result is log(u)·x/(u − 1), u = 1 + x (Goldberg
