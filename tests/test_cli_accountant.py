@@ -121,6 +121,7 @@ def test_calibrate_sigma_by_pld_and_best(capsys):
         assert row["accountant"] == name and row["achieved_epsilon"] <= 2.0
     assert rows["pld"]["sigma"] < rows["rdp"]["sigma"]  # the tighter accountant needs less noise
     assert rows["best"]["sigma"] == pytest.approx(rows["pld"]["sigma"], rel=1e-5)
+    assert _calibrate(capsys, "sigma", *given) == rows["best"]  # best is the default, as in epsilon
     event = dpsgd(0.01, rows["pld"]["sigma"], 1000)
     assert rows["pld"]["achieved_epsilon"] == float(accounting.epsilon(event, 1e-5, accountant="pld"))
 
@@ -178,7 +179,7 @@ def test_bad_accountant_exits_2(capsys, command):
     assert line.endswith("argument --accountant: invalid choice: 'exact' (choose from 'best', 'pld', 'rdp')")
 
 
-@pytest.mark.parametrize("command, default", [(["epsilon"], "best"), (["calibrate", "sigma"], "rdp"),
+@pytest.mark.parametrize("command, default", [(["epsilon"], "best"), (["calibrate", "sigma"], "best"),
                                               (["sweep"], "rdp")])
 def test_accountant_help_states_the_default(capsys, command, default):
     code, out, _ = run(capsys, *command, "--help")

@@ -7,7 +7,7 @@ import json
 
 from cli_helpers import run
 
-SIGMA = ["calibrate", "sigma", "--q", "0.01", "--steps", "1000", "--delta", "1e-5"]
+SIGMA = ["calibrate", "sigma", "--q", "0.01", "--steps", "1000", "--delta", "1e-5", "--accountant", "rdp"]
 
 
 def test_targets_rdp_meets_only_by_epsilon_zero_are_not_certified(capsys):
@@ -31,7 +31,7 @@ def test_not_certified_targets_in_json(capsys):
 
 def test_sampling_rate_target_rdp_meets_only_by_epsilon_zero(capsys):
     code, out, err = run(capsys, "calibrate", "q", "--epsilon", "1e-6", "--sigma", "1", "--steps", "1000",
-                         "--delta", "1e-5")
+                         "--delta", "1e-5", "--accountant", "rdp")
     assert code == 1 and "not certified" in out and err.count("\n") == 1
     assert err.startswith("jaxpriv: error: target ε = 1e-06 cannot be certified by the rdp accountant")
     assert "at q = " in err and "--accountant pld" in err
