@@ -3,6 +3,7 @@ error σ²·err(C) of each run's noise (MATH §12.1; σ calibrated for each mech
 
     python bench/mf_utility.py                # ε ∈ {1, 3, 8}, b ∈ {1 (DP-SGD), 4, 16}, 3 seeds (~4 min)
     python bench/mf_utility.py --seeds 5 --json mf_utility.json
+    python bench/mf_utility.py --step         # the step alone: DP-SGD vs BandMF b ∈ {2, 4, 8}, same batch (<1 min)
 
 Same run for every mechanism: an MLP (64 hidden units), 10 epochs, expected batch 64, SGD 0.1 with
 momentum 0.9, clip norm 1, δ = 1e-5. DP-SGD samples every record at rate B/N in every step; BandMF with b
@@ -35,7 +36,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--step", action="store_true", help="time the step: DP-SGD vs BandMF, interleaved")
+    parser.add_argument("--reps", type=int, default=30)
     args = parser.parse_args(argv)
+    if args.step:
+        return step_bench(args.reps)
     import optax
     from flax import nnx
 
@@ -73,6 +78,65 @@ def main(argv=None) -> int:
     say()
     say(common.table(["ε", "mechanism", "T", "σ", "q", "test accuracy", "σ²·err(C)", "per run"], rows))
     return common.finish({"machine": info, "runs": records}, {}, start, args.json)
+
+
+def step_bench(reps: int, batch: int = 64, steps: int = 220) -> int:
+    """Warm step times, arms interleaved: per-example clipped gradients of the same MLP and batch, then
+    DP-SGD's noise (noise_transform) or BandMF's (banded_noise_transform, b bands), then SGD."""
+    import platform
+
+    import jax
+    import jax.numpy as jnp
+    import optax
+    from flax import nnx
+
+    from jaxpriv import events, mf
+    from jaxpriv.train import data, dpsgd, noise
+
+    d = data.load("digits", seed=0)
+    x, y = jnp.asarray(d.x_train[:batch], jnp.float32), jnp.asarray(d.y_train[:batch])
+    model = dpsgd.MLP(64, (64,), 10, rngs=nnx.Rngs(0))
+    graphdef, params = nnx.split(model)
+    event = events.Gaussian(1.0)
+
+    def loss(p, xi, yi):
+        logits = nnx.merge(graphdef, p)(xi[None])
+        return optax.softmax_cross_entropy_with_integer_labels(logits, yi[None]).sum()
+
+    def arm(noise_tx):
+        tx = optax.chain(noise_tx, optax.sgd(0.1))
+
+        @jax.jit
+        def step(p, s):
+            g = jax.vmap(jax.grad(loss), in_axes=(None, 0, 0))(p, x, y)
+            norms = jnp.sqrt(sum(jnp.sum(l.reshape(batch, -1) ** 2, 1) for l in jax.tree.leaves(g)))
+            scale = jnp.minimum(1.0, 1.0 / (norms + 1e-12))
+            summed = jax.tree.map(lambda l: jnp.tensordot(scale, l, 1), g)
+            u, s = tx.update(summed, s, p)
+            return optax.apply_updates(p, u), s
+        return step, tx.init(params)
+
+    arms = {"DP-SGD": arm(noise.noise_transform(event, seed=0, normalize_by=batch))}
+    for b in (2, 4, 8):
+        arms[f"BandMF b={b}"] = arm(noise.banded_noise_transform(event, mf.banded_strategy(steps, bands=b), seed=0,
+                                                                 normalize_by=batch))
+    state = {}
+    for name, (step, s) in arms.items():  # compile and warm each arm
+        state[name] = jax.block_until_ready(step(params, s))
+        state[name] = jax.block_until_ready(step(*state[name]))
+    times = {name: [] for name in arms}
+    load = os.getloadavg()
+    for _ in range(reps):  # interleaved A B C D A B C D …
+        for name, (step, _) in arms.items():
+            t = time.perf_counter()
+            state[name] = jax.block_until_ready(step(*state[name]))
+            times[name].append(time.perf_counter() - t)
+    say(f"cpus={os.cpu_count()} processor={platform.processor() or platform.machine()} "
+        f"load={load} -> {os.getloadavg()} jax={jax.__version__} batch={batch} reps={reps}")
+    base = float(np.median(times["DP-SGD"]))
+    rows = [[name, f"{np.median(t) * 1e6:.0f}", f"{np.median(t) / base:.2f}×"] for name, t in times.items()]
+    say(common.table(["arm", "median step (µs)", "÷ DP-SGD"], rows))
+    return 0
 
 
 if __name__ == "__main__":
