@@ -208,7 +208,7 @@ def test_unattainable_steps_exit_1_with_the_reason(capsys):
     assert code == 1
     assert "unattainable" in out  # the table still lists the target
     assert err.count("\n") == 1 and err.endswith("\n")
-    assert re.fullmatch(r"jaxpriv: error: target ε = 1 unattainable with the rdp accountant: even T = 1 gives "
+    assert re.fullmatch(r"jaxpriv: error: target ε = 1 unattainable with the best accountant: even T = 1 gives "
                         r"ε = [0-9.]+; raise σ or lower q\n", err), err
 
 

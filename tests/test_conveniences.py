@@ -89,14 +89,16 @@ def test_epsilon_from_the_schedule_is_epsilon_from_q_and_steps(capsys):
 
 
 def test_calibrate_sigma_and_steps_from_the_schedule(capsys):
-    code, out, err = run(capsys, "calibrate", "sigma", "--epsilon", "3", *SCHEDULE, "--delta", DELTA, "--json")
+    # the schedule's (q, T) against the library's RDP calibration: the CLI's RDP accountant, not its default
+    code, out, err = run(capsys, "calibrate", "sigma", "--epsilon", "3", *SCHEDULE, "--delta", DELTA, "--json",
+                         "--accountant", "rdp")
     assert code == 0, err
     (row,) = json.loads(out)
     q, steps = sampling_and_steps(60_000, 256, 60)
     assert row["q"] == q and row["steps"] == steps
     assert row["sigma"] == float(jaxpriv.calibrate.noise_multiplier(3.0, q, steps, DELTA))
     code, out, err = run(capsys, "calibrate", "steps", "--epsilon", "3", *SCHEDULE[:4], "--sigma", 1.1,
-                         "--delta", DELTA, "--json")
+                         "--delta", DELTA, "--json", "--accountant", "rdp")
     assert code == 0, err
     (row,) = json.loads(out)
     assert row["q"] == q and row["steps"] == float(jaxpriv.calibrate.steps(3.0, q, 1.1, DELTA))
