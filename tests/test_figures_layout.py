@@ -262,6 +262,10 @@ def test_shuffle_budgets_gives_the_central_epsilons_their_own_axis(saved):
     assert len(fig.axes) == 2
     lo, hi = fig.axes[1].get_xlim()
     assert hi - lo < 0.1  # the central ε fill their own axis, not a sliver of the local one
+    for ax in fig.axes:  # bin edges drawn: 40 bars of a uniform population are not one solid block
+        assert len(ax.patches) == 40
+        assert all(bar.get_linewidth() > 0 and bar.get_edgecolor()[3] > 0 for bar in ax.patches)
+    assert "n = 10,000 users" in fig.axes[0].get_title()
     check_layout(saved(lambda p: summary.plot_budgets(local, p, "local budgets"), "alone.png"))
 
 
