@@ -306,6 +306,9 @@ def test_gspa_estimation(saved, sweeps):
     fig = check_layout(saved(lambda p: gspa.plot_estimation(rows, p, "GSPA Alg. 1-2 on digits (n = 1797 unless swept): "
                                                                      "lines exact MSE, dots 1000 trials")))
     assert len(fig.axes) == 2 * len(sweeps) and fig.legends
+    titles = [ax.get_title() for ax in fig.axes]
+    assert "ε_C = 0.1" in titles[0] and "f_c = 0.54" in titles[1]  # what each sweep holds fixed
+    assert all(not any(t.get_text() for t in ax.get_yticklabels(minor=True)) for ax in fig.axes)
 
 
 def _fit(q, a, b, c, r2):

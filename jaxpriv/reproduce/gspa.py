@@ -117,6 +117,7 @@ def plot_estimation(rows, path: str, title: str) -> str:
     ``sweep``, the swept value and ``{task}_mse`` / ``{task}_mse_exact`` per :data:`ESTIMATORS`): one column
     per sweep, lines the exact MSE, dots the empirical one; one legend below the panels."""
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     columns = [c for c in _SWEEP_LABELS if any(r["sweep"] == c for r in rows)]
     fig = Figure(figsize=(4.4 * len(columns), 7.4), layout="constrained")
@@ -124,11 +125,20 @@ def plot_estimation(rows, path: str, title: str) -> str:
     for col, sweep in enumerate(columns):
         sub = [r for r in rows if r["sweep"] == sweep]
         xs = [r["n" if sweep == "n" else sweep] for r in sub]
+        # what the sweep holds fixed, in each panel's title (the other level's budget or fraction)
+        held = {"f_c": f"ε_C = {sub[0]['eps_c']:g}", "eps_c": f"f_c = {sub[0]['f_c']:g}",
+                "n": f"f_c = {sub[0]['f_c']:g}, ε_C = {sub[0]['eps_c']:g}"}[sweep]
         for r_i, (task, name) in enumerate((("mean", "mean (pixel ink)"), ("freq", "frequency (label < 7)"))):
             for i, est in enumerate(ESTIMATORS):
                 line, = ax[r_i, col].semilogy(xs, [r[f"{task}_mse_exact"][i] for r in sub], label=_ESTIMATOR_LABELS[est])
                 ax[r_i, col].semilogy(xs, [r[f"{task}_mse"][i] for r in sub], "o", color=line.get_color(), ms=4)
-            ax[r_i, col].set(xlabel=_SWEEP_LABELS[sweep], ylabel="MSE", title=name)
+            ax[r_i, col].set(xlabel=_SWEEP_LABELS[sweep], ylabel="MSE")
+            ax[r_i, col].set_title(f"{name}; {held}", fontsize=9)
+            # labels at 1, 2 and 5 of each decade in plain numbers, none on the minor ticks: the log axis's
+            # default minor labels crowd a narrow panel
+            ax[r_i, col].yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            ax[r_i, col].yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax[r_i, col].yaxis.set_minor_formatter(NullFormatter())
             if sweep == "n":
                 ax[r_i, col].set_xscale("log")
     fig.legend(*ax[0, 0].get_legend_handles_labels(), loc="outside lower center", ncols=len(ESTIMATORS), fontsize=8)
