@@ -81,7 +81,7 @@ def main(argv=None) -> int:
 
 
 def step_bench(reps: int, batch: int = 64, steps: int = 220) -> int:
-    """Warm step times, arms interleaved: per-example clipped gradients of the same MLP and batch, then
+    """Warm step times, arms interleaved: the trainer's clipped gradient sum of the same MLP and batch, then
     DP-SGD's noise (noise_transform) or BandMF's (banded_noise_transform, b bands), then SGD."""
     import platform
 
@@ -91,27 +91,20 @@ def step_bench(reps: int, batch: int = 64, steps: int = 220) -> int:
     from flax import nnx
 
     from jaxpriv import events, mf
-    from jaxpriv.train import data, dpsgd, noise
+    from jaxpriv.train import clipping, data, dpsgd, noise
 
     d = data.load("digits", seed=0)
     x, y = jnp.asarray(d.x_train[:batch], jnp.float32), jnp.asarray(d.y_train[:batch])
-    model = dpsgd.MLP(64, (64,), 10, rngs=nnx.Rngs(0))
-    graphdef, params = nnx.split(model)
+    graphdef, params, rest = nnx.split(dpsgd.MLP(64, (64,), 10, rngs=nnx.Rngs(0)), nnx.Param, ...)
     event = events.Gaussian(1.0)
-
-    def loss(p, xi, yi):
-        logits = nnx.merge(graphdef, p)(xi[None])
-        return optax.softmax_cross_entropy_with_integer_labels(logits, yi[None]).sum()
 
     def arm(noise_tx):
         tx = optax.chain(noise_tx, optax.sgd(0.1))
 
         @jax.jit
-        def step(p, s):
-            g = jax.vmap(jax.grad(loss), in_axes=(None, 0, 0))(p, x, y)
-            norms = jnp.sqrt(sum(jnp.sum(l.reshape(batch, -1) ** 2, 1) for l in jax.tree.leaves(g)))
-            scale = jnp.minimum(1.0, 1.0 / (norms + 1e-12))
-            summed = jax.tree.map(lambda l: jnp.tensordot(scale, l, 1), g)
+        def step(p, s):  # the trainer's clipping (clipping.split_clipped_grad_sum), then the noise and SGD
+            summed = clipping.split_clipped_grad_sum(dpsgd.cross_entropy_loss, graphdef, p, rest, x, y,
+                                                     clip_norm=1.0).grads
             u, s = tx.update(summed, s, p)
             return optax.apply_updates(p, u), s
         return step, tx.init(params)
