@@ -333,6 +333,15 @@ def test_rpdp_scf_vs_exact(saved):
     fig = check_layout(saved(lambda p: rpdp.plot_scf(out, p)))
     labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
     assert any(label.startswith("q = 0") for label in labels) and any("unspendable" in label for label in labels)
+    # every left-panel curve stays visible where they coincide: the exact one underneath, the simulated ones
+    # marked on alternate points, no two curves drawn alike
+    lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
+    exact = lines["exact accountant (improved)"]
+    assert len(lines) == 5 and all(exact.get_zorder() < line.get_zorder() for line in lines.values() if line is not exact)
+    simulated = [line for label, line in lines.items() if label.startswith("simulated")]
+    assert len({line.get_marker() for line in simulated}) == 2 and "None" not in {l.get_marker() for l in simulated}
+    looks = {(line.get_linestyle(), line.get_marker(), line.get_color(), line.get_linewidth()) for line in lines.values()}
+    assert len(looks) == 5
 
 
 @pytest.mark.parametrize("groups", [("ThreeLevels", "BoundedMixGauss"), ("ThreeLevels",),
