@@ -52,6 +52,20 @@ def test_wrappers_take_the_pld_accountant():
     assert accounting.epsilon(dpsgd(q, 500)(1.5), DELTA, accountant="pld") <= 1.0
 
 
+def test_steps_by_best_is_the_largest_integer_for_each_target_of_a_batch():
+    # targets at different distances from RDP's T (and one not even one step meets) finish the integer
+    # search at different iterations: each answer is the largest T whose ε meets its own target
+    targets = np.array([0.05, 0.7, 1.3, 6.0])
+    with pytest.warns(RuntimeWarning, match="cannot be met"):
+        t = calibrate.steps(targets, 0.02, 1.5, DELTA, accountant="best")
+    assert t[0] == 0 and np.all(t[1:] == np.floor(t[1:])) and np.all(np.diff(t) > 0)
+    assert np.all(t[1:] >= calibrate.steps(targets[1:], 0.02, 1.5, DELTA))  # never fewer than RDP affords
+    event = lambda n: events.SelfComposed(events.PoissonSampled(0.02, events.Gaussian(1.5)), n)  # noqa: E731
+    assert np.all(accounting.epsilon(event(t[1:]), DELTA) <= targets[1:])
+    assert np.all(accounting.epsilon(event(t[1:] + 1), DELTA) > targets[1:])
+    assert accounting.epsilon(event(1.0), DELTA) > targets[0]
+
+
 def test_targets_outside_the_bounds():
     family = dpsgd(0.01, 1000)
     with pytest.warns(RuntimeWarning, match="cannot be met"):
