@@ -426,7 +426,7 @@ def steps(target_epsilon, q, sigma, delta, *, orders=None, accountant="rdp", chu
       sigma: noise multiplier σ > 0.
       delta: δ ∈ (0, 1).
       orders, accountant, chunk_size, progress: as in :func:`noise_multiplier` (with "pld"/"best" the
-        largest integer T whose PLD upper bound meets the target).
+        largest integer T ≤ 10⁹ whose ε by that accountant meets the target, found on the integers).
 
     Example:
       >>> from jaxpriv import calibrate
@@ -452,9 +452,10 @@ def _largest_steps(targets, q, sigma, delta, seed, accountant, chunk_size, progr
 
     RDP's T (``seed``) is safe under "best" (its ε is at most RDP's) and, PLD being tighter, almost always
     under "pld" (checked; a seed that fails restarts the search from 0). From there the unsafe end steps
-    out (×1.1, then doubling) and the bracket closes on the integers, a secant guess in (log T, log ε)
-    alternating with bisection: ~6-10 batched PLD evaluations instead of a real-valued root search to 1e-9,
-    which spent ~30 on a step function (ε depends on ⌊T⌋ only).
+    out (×1.1 first, then to 2% past the extrapolated root) and the bracket closes to adjacent integers by
+    secant guesses in (log T, log ε) with Illinois pulls, every fourth guess a bisection: about 5 batched
+    PLD evaluations, where a real-valued root search to 1e-9 spent ~37 on a step function (ε depends on
+    ⌊T⌋ only).
     """
     from .. import accounting
 
@@ -474,7 +475,7 @@ def _largest_steps(targets, q, sigma, delta, seed, accountant, chunk_size, progr
 
     def secant(a, ea, b, eb, rows, lowest, highest):
         """The T where the line through (log a, log ε_a) and (log b, log ε_b) meets the target, as an
-        integer in [lowest, highest]; None where undefined (a = 0 or ε = 0)."""
+        integer in [lowest, highest]; NaN where undefined (a = 0 or ε = 0)."""
         with np.errstate(divide="ignore", invalid="ignore"):
             la, lb, ga, gb = np.log(a), np.log(b), np.log(ea), np.log(eb)
             x = la + (log_target[rows] - ga) * (lb - la) / (gb - ga)
