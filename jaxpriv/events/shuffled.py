@@ -11,8 +11,9 @@ clone-or-target reports look like the target's x⁰, and
 
 b_C the Bin(C, ½) pmf, q = e^{ε_t}/(1+e^{ε_t}) the target's randomized response. The privacy loss
 L(C, a) = log((q a + (1−q) b)/((1−q) a + q b)), b = C + 1 − a, depends on a/(C+1−a) only and increases
-in a (so a window's lowest atom has the window's lowest loss). The pair is finite, so its PLD is exact; composing T rounds (and b dimensions) by the PLD accountant's FFT
-leaves only the accountant's own discretisation, whose direction is certified.
+in a (so a window's lowest atom has the window's lowest loss). The pair is finite, so its PLD is exact;
+composing T rounds (and b dimensions) by the PLD accountant's FFT leaves only the accountant's own
+discretisation, whose direction is certified.
 
 The law is given to the accountant as its atoms (loss, P-mass, Q-mass): the discretisation places each
 atom by its own loss, at a cost linear in the number of atoms. (Cumulative masses at every grid node,
@@ -67,7 +68,6 @@ __all__ = ["Shuffled", "PersonalizedShuffled", "SHUFFLE_CLONES", "SHUFFLE_MODELS
 BLOCK_RTOL = 1e-4
 #: Hoeffding exponent of the Bin(C, ½) window: C/2 ± √(A_LOG·C) leaves < e^{−2·A_LOG} on each side
 A_LOG = 23.0
-_U = float(np.finfo(np.float64).eps)
 
 
 @jax.tree_util.register_dataclass
@@ -211,7 +211,7 @@ def clone_pair_law(step: CloneCounts) -> laws.LossLaw:
              jnp.concatenate([p_mass.reshape(-1), low_mass, top[None]]),
              jnp.concatenate([q_mass.reshape(-1), low_mass, jnp.zeros(1)]))
     live = w > 0
-    lo = jnp.min(jnp.where(live, _loss(eps_t, k_lo, counts + 1.0 - k_lo), jnp.inf))
+    lo = jnp.min(jnp.where(live, loss[:, 0], jnp.inf))  # a = k_lo ≤ C/2 is always possible
     k_top = jnp.minimum(k_hi, counts)
     hi = jnp.max(jnp.where(live, _loss(eps_t, k_top + 1.0, counts - k_top), -jnp.inf))
     return laws.LossLaw(None, (lo, hi), atoms)
