@@ -2,6 +2,7 @@
 fresh interpreter (to check that argument errors come before JAX is imported)."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -20,6 +21,13 @@ for argv in json.loads(sys.argv[1]):
                     "seconds": time.perf_counter() - start})
 print(json.dumps({"results": results, "jax_imported": "jax" in sys.modules}))
 """
+
+
+def host_devices_env(devices: int, **extra) -> dict:
+    """This process's environment for a subprocess that sees ``devices`` CPU devices: the device-count flag
+    added to the XLA flags already set (the suite's compiler option, conftest.py, travels with them)."""
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}".strip()
+    return {**os.environ, "XLA_FLAGS": flags, **extra}
 
 
 def run(capsys, *argv):

@@ -1,6 +1,5 @@
 """Event ledger, the DP-SGD sweep kernel, chunking and multi-device sharding."""
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -10,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from cli_helpers import host_devices_env
 import jaxpriv
 from jaxpriv import rdp
 from jaxpriv.accounting.ledger import Accountant, Composed, Gaussian, Laplace, PoissonSampled, SelfComposed, Staircase
@@ -168,7 +168,7 @@ def test_sweep_is_sharded_over_four_cpu_devices():
         print(repr(eps.tolist()))
         """
     )
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
+    env = host_devices_env(4, JAX_PLATFORMS="cpu")
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     sharded = np.array(eval(out.stdout.strip().splitlines()[-1]))

@@ -11,7 +11,6 @@ coordinator fails with a clear message within the timeout, and bad arguments nam
 """
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import jax
 import numpy as np
 import pytest
 
+from cli_helpers import host_devices_env
 from jaxpriv import distributed
 
 _RUN = """
@@ -62,8 +62,7 @@ def _free_port() -> int:
 
 
 def _env(devices: int, **extra) -> dict:
-    return {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
-            "JAXPRIV_CACHE_DIR": jax.config.jax_compilation_cache_dir or "", **extra}
+    return host_devices_env(devices, JAXPRIV_CACHE_DIR=jax.config.jax_compilation_cache_dir or "", **extra)
 
 
 def _two_processes(command, env: dict) -> list[subprocess.CompletedProcess]:

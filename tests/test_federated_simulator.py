@@ -5,7 +5,6 @@ against the binomial law; empty rounds; the round hook (state set before a round
 no hook = an identity hook); aggregators against numpy means; a DP-SGD local update with
 per-record rates in the client state; accuracy on digits; every bad input."""
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -17,6 +16,7 @@ import optax
 import pytest
 from flax import nnx
 
+from cli_helpers import host_devices_env
 from jaxpriv.federated import partition, simulator
 from jaxpriv.federated.partition import ClientData
 from jaxpriv.federated.simulator import (
@@ -451,7 +451,7 @@ def test_client_axis_is_sharded_over_four_cpu_devices(digits):
         print(repr([np.asarray(v).ravel().tolist() for v in jax.tree.leaves(r.params)]))
         """
     )
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
+    env = host_devices_env(4, JAX_PLATFORMS="cpu")
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
