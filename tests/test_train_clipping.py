@@ -27,7 +27,7 @@ import optax
 import pytest
 from flax import nnx
 
-from jaxpriv.train import _ghost, clipping
+from jaxpriv.train import _ghost
 from jaxpriv.train.clipping import (
     ClippedGradient,
     check_per_example,
