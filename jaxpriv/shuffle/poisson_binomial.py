@@ -46,6 +46,7 @@ _EPS = float(np.finfo(np.float64).eps)
 _SDS = 13.0
 _MARGIN = 32
 _ELEMENTS = 1 << 22  # complex values per chunk of (rows × tilts × frequencies)
+_MIN_ROWS = 4  # fewest rows of a tilted-kernel call: one left-out user and up to four share one program
 
 
 class PoissonBinomialWindow(NamedTuple):
@@ -242,7 +243,7 @@ def leave_one_out_windows(p, m, remove):
         for start in range(0, remove.size, rows):
             sl = slice(start, start + rows)
             nr = remove[sl].size
-            padded = rows if remove.size > rows else min(rows, power_of_two(nr))
+            padded = rows if remove.size > rows else min(rows, max(_MIN_ROWS, power_of_two(nr)))
             lr = np.concatenate([logit_r[sl], np.full(padded - nr, -np.inf)])
             kr = np.concatenate([k_rows[sl], np.zeros((padded - nr, theta.size))])
             lf, rel = _tilted_kernel(re, im, jnp.asarray(theta), jnp.asarray(kr), float(lo), jnp.asarray(lr),
