@@ -222,6 +222,20 @@ def test_budget_vectors_of_similar_size_reuse_the_compiled_programs():
     assert [k._cache_size() for k in kernels] == sizes
 
 
+def test_one_setting_and_a_small_per_user_batch_share_the_solve_and_tilt_programs():
+    # Rows are padded to at least four: one worst-case row and three budget groups plus the worst case
+    # (4 rows) run the same clone-law solve and leave-one-out tilt programs.
+    from jaxpriv.shuffle import poisson_binomial as pb
+
+    kernels = (pb._tilted_kernel, clones_module._pmf_epsilon_kernel)
+    budgets = np.repeat([0.5, 0.8, 1.0], [700, 700, 600])
+    single = personalized_epsilon(budgets, 1e-6)
+    sizes = [k._cache_size() for k in kernels]
+    per_user = personalized_epsilon(budgets, 1e-6, per_user=True)
+    assert [k._cache_size() for k in kernels] == sizes
+    assert np.all(per_user <= single) and per_user.shape == budgets.shape
+
+
 # ------------------------------------------------------------------------------------------------
 # APES / EoN clone law: one Bernoulli(p̄_i) per user (the docstring's derivation), against mpmath
 # ------------------------------------------------------------------------------------------------
