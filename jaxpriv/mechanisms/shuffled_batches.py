@@ -29,7 +29,6 @@ import functools
 import math
 
 import numpy as np
-from scipy import special
 
 from .allocation import merge_down
 
@@ -50,6 +49,8 @@ def _log_cdf(c, shift, steps: int, used: float):
     σ) with probability ``used`` and none otherwise, each with a bound on its absolute rounding. Both are
     computed from the same logarithms A = log Pr[max ≤ c | component], each to a few ulps relative (log_ndtr
     is relative-accurate in both tails), so that F is accurate where it is small and S where F is near 1."""
+    from scipy import special  # here, not at import: see jaxpriv.mechanisms.allocation
+
     head, rest = special.log_ndtr(c - shift), special.log_ndtr(c)
     parts = [(used, head + (steps - 1) * rest, 8 * _U * (np.abs(head) + (steps - 1) * np.abs(rest)))]
     if used < 1.0:
@@ -123,6 +124,8 @@ def epoch_laws(sigma: float, steps: int, used: float = 1.0) -> dict:
         raise ValueError(f"steps must be an integer >= 1, got {steps}")
     if not 0.0 < used <= 1.0:
         raise ValueError(f"used must lie in (0.0, 1.0], got {used}")
+    from scipy import special
+
     s = 1.0 / sigma
     # the cuts, in units of σ: from where both CDFs are below _TAIL to where both tails are
     low = special.ndtri(math.exp(math.log(_TAIL) / steps))

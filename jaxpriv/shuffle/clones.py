@@ -52,7 +52,6 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy.special import expit
 
 from .._batching import map_chunked, power_of_two, static_size
 from .._numerics import (as_output, check_array, check_broadcastable, float64, is_concrete, log1mexp, log_expm1,
@@ -84,6 +83,8 @@ def gspa_clone_probabilities(local_epsilons, local_deltas=0.0) -> np.ndarray:
       >>> round(float(gspa_clone_probabilities(1.0, 1e-3)), 6)
       0.537345
     """
+    from scipy.special import expit  # here, not at import: see jaxpriv.mechanisms.allocation
+
     value = 2.0 * (1.0 - np.asarray(local_deltas, np.float64)) * expit(-np.asarray(local_epsilons, np.float64))
     return value * (1.0 - 4.0 * _EPS)  # expit, the product and 1 − δ err by ≤ 1 ulp each
 
