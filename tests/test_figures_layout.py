@@ -211,8 +211,11 @@ def test_report_sigma_vs_epsilon(saved):
     rates = [0.004267, 0.001, 0.01, 0.05]
     sigmas = np.array([[4.0, 2.2, 1.3, 0.88, 0.68, 0.55], [1.27, 0.93, 0.71, 0.58, 0.48, 0.41],
                        [9.1, 4.8, 2.65, 1.55, 1.0, 0.74], [45, 24, 12.7, 6.9, 3.85, 2.27]])
-    check_layout(saved(lambda p: report.plot_sigma_vs_epsilon(
+    fig = check_layout(saved(lambda p: report.plot_sigma_vs_epsilon(
         targets, rates, sigmas, p, "σ needed for (ε, δ = 1e-05) after T = 14,063 steps", mark=(2.6, 1.1, "this setting (σ = 1.1)"))))
+    # the legend reads in order of q, whatever order the rates came in (issue 34: it followed the input)
+    labels = [t.get_text() for t in _legends(fig)[0].get_texts()]
+    assert labels == ["q = 0.001", "q = 0.004267", "q = 0.01", "q = 0.05", "this setting (σ = 1.1)"]
 
 
 def test_shuffle_epsilon_versus_n(saved):
@@ -410,6 +413,11 @@ def test_udpfl_mechanisms(saved):
         paper_staircase={2.0: 0.13, 8.0: 0.2})))
     labels = [t.get_text() for ax in fig.axes for legend in [ax.get_legend()] if legend for t in legend.get_texts()]
     assert "chance (1 / classes)" in labels and "staircase, paper's 1-D accounting" in labels
+    # the mode-connectivity slots quick mode leaves empty (gaussian, laplace) say so; chance on both panels
+    left, right = fig.axes
+    assert sorted(t.get_text() for t in left.texts) == ["not run", "not run"]
+    for ax in (left, right):
+        assert any(np.allclose(line.get_ydata(), 0.1) for line in ax.get_lines()), ax.get_title()
 
 
 def test_train_learning_curve(saved):
