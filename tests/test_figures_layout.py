@@ -211,8 +211,11 @@ def test_report_sigma_vs_epsilon(saved):
     rates = [0.004267, 0.001, 0.01, 0.05]
     sigmas = np.array([[4.0, 2.2, 1.3, 0.88, 0.68, 0.55], [1.27, 0.93, 0.71, 0.58, 0.48, 0.41],
                        [9.1, 4.8, 2.65, 1.55, 1.0, 0.74], [45, 24, 12.7, 6.9, 3.85, 2.27]])
-    check_layout(saved(lambda p: report.plot_sigma_vs_epsilon(
+    fig = check_layout(saved(lambda p: report.plot_sigma_vs_epsilon(
         targets, rates, sigmas, p, "σ needed for (ε, δ = 1e-05) after T = 14,063 steps", mark=(2.6, 1.1, "this setting (σ = 1.1)"))))
+    # the legend reads in order of q, whatever order the rates came in (issue 34: it followed the input)
+    labels = [t.get_text() for t in _legends(fig)[0].get_texts()]
+    assert labels == ["q = 0.001", "q = 0.004267", "q = 0.01", "q = 0.05", "this setting (σ = 1.1)"]
 
 
 def test_shuffle_epsilon_versus_n(saved):
@@ -344,6 +347,50 @@ def test_rpdp_scf_vs_exact(saved):
     assert len(looks) == 5
 
 
+def test_rpdp_scf_vs_exact_never_draws_a_line_through_budgets_that_spend_nothing(saved):
+    """The real setting's shape (scf_comparison() at its defaults): the exact ε*(q) is 0 up to q ≈ 1.52e-4,
+    where the total-variation bound stops certifying (0, δ), and jumps to 0.194 there, so the exact inverse
+    gives the budgets below 0.194 that q > 0 and they spend none of themselves (−100%), while the classic
+    SCF fit leaves some budgets out (q = 0) and serves others on both sides of a gap. Points that spend
+    nothing are markers apart (crosses for q = 0, open diamonds for a q > 0 with ε = 0, both named); no
+    rule's line has a vertex at −100% or joins budgets across points it does not draw (the figure drew the
+    exact inverse's line along −100% and up the jump to 0%)."""
+    q = np.unique(np.concatenate([np.arange(1, 100) * 1e-3, np.arange(1, 101) * 1e-2]))
+    exact_grid = 6.24 * q ** 0.8 + 0.002
+    budgets = np.geomspace(0.1, 10, 40)
+    jump = budgets < 0.194
+    exact_q = np.where(jump, 1.5185e-4, np.clip((budgets / 60.8) ** 1.25, 0, 1))
+    classic_q = np.where((budgets < 0.5) | ((budgets > 2) & (budgets < 3)), 0.0, (budgets / 50) ** 1.1)
+    improved_q = (budgets / 45) ** 1.1
+    out = {"q_grid": q, "exact_grid": exact_grid, "budgets": budgets,
+           "fits": {"classic": _fit(q, 4.1, -1.5, -0.2, 0.99999), "improved": _fit(q, 3.9, -1.7, -0.25, 0.99997)},
+           "scf_rates": {"classic": classic_q, "improved": improved_q},
+           "overspend": {"classic": np.where(classic_q == 0, -1.0, -0.45 + 0.1 * np.log10(budgets)),
+                         "improved": 2.6 * (0.1 / budgets) ** 0.8 - 0.02},
+           "exact_rates": exact_q, "exact_overspend": np.where(jump, -1.0, -1e-12),
+           "setting": {"sigma": 1.0, "steps": 5, "delta": 1e-3, "rounds": 20, "client_rate": 0.5}}
+    fig = check_layout(saved(lambda p: rpdp.plot_scf(out, p)))
+    ax = fig.axes[1]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any(label.startswith("q = 0") for label in labels)
+    assert any("certified ε = 0" in label for label in labels)
+    spends = {"SCF q (classic fit)": (classic_q > 0) & (out["overspend"]["classic"] > -1),
+              "SCF q (improved fit)": np.ones(budgets.size, bool),
+              "exact inverse (calibrate.sampling_rate)": ~jump}
+    drawn = [line for line in ax.get_lines() if line.get_linestyle() not in ("None", "", " ")]
+    for line in drawn:
+        y = np.asarray(line.get_ydata(), dtype=float)
+        assert not np.any(y[np.isfinite(y)] <= -100.0), f"{line.get_label()!r} draws a line through −100%"
+    lines = {line.get_label(): line for line in drawn}
+    for label, spending in spends.items():
+        x, y = (np.asarray(v, dtype=float) for v in lines[label].get_data())
+        # vertices only where the rule spends something, each at its own budget: NaN elsewhere breaks the line
+        assert np.array_equal(x, budgets) and np.array_equal(np.isfinite(y), spending), label
+    diamonds = [line for line in ax.get_lines() if line.get_marker() == "D" and len(line.get_xdata())]
+    assert len(diamonds) == 1 and np.array_equal(diamonds[0].get_xdata(), budgets[jump])
+    assert np.all(np.asarray(diamonds[0].get_ydata()) == -100.0)
+
+
 @pytest.mark.parametrize("groups", [("ThreeLevels", "BoundedMixGauss"), ("ThreeLevels",),
                                     ("ThreeLevels", "BoundedMixGauss", "BoundedPareto")])
 def test_rpdp_accuracy(saved, groups):
@@ -366,6 +413,11 @@ def test_udpfl_mechanisms(saved):
         paper_staircase={2.0: 0.13, 8.0: 0.2})))
     labels = [t.get_text() for ax in fig.axes for legend in [ax.get_legend()] if legend for t in legend.get_texts()]
     assert "chance (1 / classes)" in labels and "staircase, paper's 1-D accounting" in labels
+    # the mode-connectivity slots quick mode leaves empty (gaussian, laplace) say so; chance on both panels
+    left, right = fig.axes
+    assert sorted(t.get_text() for t in left.texts) == ["not run", "not run"]
+    for ax in (left, right):
+        assert any(np.allclose(line.get_ydata(), 0.1) for line in ax.get_lines()), ax.get_title()
 
 
 def test_train_learning_curve(saved):

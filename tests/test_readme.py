@@ -137,6 +137,23 @@ def test_an_edited_quote_fails(quotes):
             assert not matches(computed, edited), (q["source"], quoted, edited)
 
 
+def test_the_gradient_example_is_float64_without_a_warning(blocks_by_page):
+    """The guide's ``jax.grad(calibrate.noise_multiplier)`` block, run alone in a fresh namespace, emits no
+    warning and gives a float64 derivative (issue 34: it printed a UserWarning and returned float32; the
+    quote check alone would pass a float32 −0.9290)."""
+    import warnings
+
+    blocks = [b for b in blocks_by_page["docs/guide.md"] if "jax.grad(calibrate.noise_multiplier)" in b]
+    assert len(blocks) == 1, "the guide's gradient example was not found"
+    namespace: dict = {"__name__": "readme"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        exec(compile(blocks[0], "docs/guide.md gradient block", "exec"), namespace)
+    dsigma = namespace["dsigma"]
+    assert np.asarray(dsigma).dtype == np.float64 and getattr(dsigma, "dtype", np.float64) == np.float64
+    assert np.isfinite(dsigma) and float(dsigma) < 0  # σ falls as the budget grows
+
+
 @pytest.mark.parametrize("comment, quoted", [
     ("5.63199 (dp_accounting: 5.63201)", ["5.63199"]),
     ("(5.181, 5.194): certified [lower, upper] by PLD", ["5.181", "5.194"]),

@@ -70,6 +70,17 @@ def test_headline_table_counts_and_escapes():
     assert len([line for line in text.splitlines() if line.startswith("| A ") or line.startswith("| B ")]) == 4
 
 
+def test_headline_table_rejects_a_row_counted_twice():
+    """systems.md has one row per claim: the same paper and headline number twice is an error naming both
+    (GSPA's 96.78% was once counted twice, and would have weighed twice in the counts)."""
+    rows = [compare("A", "acc", 96.78, 54.0, kind="points", why="w"), compare("B", "acc", 96.78, 54.0, kind="points", why="w"),
+            compare("A", "eps", 1.0, 1.0, why="w"), compare("A", "acc", 96.78, 54.0, kind="points", why="w")]
+    with pytest.raises(ValueError, match=r"rows must hold one row per paper and headline number, got 'A' / 'acc' "
+                                         r"\(2 rows\)$"):
+        headline_table(rows)
+    assert "(of 3)" in headline_table(rows[:3])  # the same number in two papers' rows is two claims
+
+
 def test_systems_md_opens_with_the_headline_table_and_json_holds_the_numbers(tmp_path, monkeypatch):
     """With a stand-in system module: the headline table comes first (rows in the papers' order), the
     sections have bullet lists and no raw JSON, and systems.json holds every number (inf as a string)."""

@@ -57,8 +57,11 @@ def scf_comparison(budgets=None, **setting) -> dict:
     Returns:
       dict with ``budgets``, ``fits`` (conversion → :class:`~jaxpriv.federated.rpdp_accounting.SCFApproximateFit`),
       ``overspend`` (conversion → exact ε(q_SCF)/ε − 1), ``exact_overspend`` (the same for the exact
-      inverse, ≤ 0; −1 where q = 0: no q > 0 meets the budget), ``scf_rates`` and ``exact_rates`` (the q
-      of each rule), ``q_grid`` and ``exact_grid`` (the exact ε*(q) on the fit's grid; its last q is 1).
+      inverse, ≤ 0; −1 where its q spends nothing: q = 0, or a q > 0 whose certified ε is 0), ``scf_rates``
+      and ``exact_rates`` (the q of each rule), ``q_grid`` and ``exact_grid`` (the exact ε*(q) on the fit's
+      grid; its last q is 1). The exact ε*(q) is 0 up to the q where the total-variation bound stops
+      certifying (0, δ) and jumps there (to 0.194 at q ≈ 1.52e-4 in the default setting; MATH §1.8): every
+      budget below the jump gets that q and spends none of itself (−1).
 
     Example:
       >>> out = scf_comparison([0.3, 1.0, 5.0])
@@ -84,7 +87,10 @@ def plot_scf(out: dict, path: str) -> str:
     """The SCF fit against the exact two-stage accountant (left) and each rate rule's exact spend per
     budget (right), from :func:`scf_comparison`'s output. Budgets no rate q > 0 can serve (q = 0: the
     record never takes part, its spend is 0) are drawn apart as crosses at −100% and named in the legend;
-    budgets above what q = 1 spends are shaded (q = 1, the rest of the budget cannot be spent)."""
+    budgets whose q > 0 has a certified ε of 0 (ε*(q) jumps from 0 where the total-variation bound stops
+    certifying (0, δ)) are drawn apart as open diamonds at −100%, named too: a rule's line joins only the
+    budgets it spends some of, so it never draws a slope across that jump or a gap. Budgets above what
+    q = 1 spends are shaded (q = 1, the rest of the budget cannot be spent)."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(12, 5.2), layout="constrained")
@@ -106,15 +112,23 @@ def plot_scf(out: dict, path: str) -> str:
     eps = out["budgets"]
     rates = {**{f"SCF q ({c} fit)": (out["overspend"][c], out["scf_rates"][c]) for c in out["fits"]},
              "exact inverse (calibrate.sampling_rate)": (out["exact_overspend"], out["exact_rates"])}
-    unattainable = False
+    unattainable = free = False
     for (label, (spend, rate)), style in zip(rates.items(), ("o-", "o-", "k-")):
         served = rate > 0
-        line, = b.plot(eps[served], 100 * spend[served], style, ms=3, label=label)
+        zero = served & (spend <= -1.0)  # q > 0 whose certified ε is 0: spends none of the budget
+        # NaN breaks the line: it joins only neighbouring budgets that spend something
+        line, = b.plot(eps, np.where(served & ~zero, 100 * spend, np.nan), style, ms=3, label=label)
         if (~served).any():
             unattainable = True
             b.plot(eps[~served], np.full((~served).sum(), -100.0), "x", color=line.get_color(), ms=6)
+        if zero.any():
+            free = True
+            b.plot(eps[zero], np.full(zero.sum(), -100.0), "D", mfc="none", color=line.get_color(), ms=5)
     if unattainable:
         b.plot([], [], "x", color="grey", label="q = 0: budget below what any q > 0 spends (record left out)")
+    if free:
+        b.plot([], [], "D", mfc="none", color="grey",
+               label="q > 0 with certified ε = 0 ((0, δ) by the TV bound): spends none of ε_i")
     full = out["exact_grid"][-1]  # ε at q = 1
     if full < eps.max():
         b.axvspan(full, eps.max(), color="grey", alpha=0.15, lw=0,

@@ -131,7 +131,17 @@ def _cell(text) -> str:
 
 
 def headline_table(rows: list[dict]) -> str:
-    """The Markdown table that opens ``systems.md``: one row per headline number, with its verdict."""
+    """The Markdown table that opens ``systems.md``: one row per headline number, with its verdict.
+
+    Raises ValueError when two rows share a paper and a headline number (a claim counted twice weighs twice
+    in the counts; issue 34). ``systems.json`` is written before this table, so no number is lost.
+    """
+    seen: dict = {}
+    for r in rows:
+        seen[r["paper"], r["quantity"]] = seen.get((r["paper"], r["quantity"]), 0) + 1
+    twice = [f"{paper!r} / {quantity!r} ({n} rows)" for (paper, quantity), n in seen.items() if n > 1]
+    if twice:
+        raise ValueError("rows must hold one row per paper and headline number, got " + "; ".join(twice))
     counts = {s: sum(r["status"] == s for r in rows)
               for s in ("reproduced", STAND_IN, "differs", "not computed", NOT_JUDGED)}
     unjudged = f", {counts[NOT_JUDGED]} not judged in quick mode" if counts[NOT_JUDGED] else ""
