@@ -193,16 +193,19 @@ def test_a_second_train_with_another_epsilon_compiles_nothing(cancer):
 
 
 def test_a_second_bandmf_train_with_another_epsilon_compiles_nothing(cancer):
-    """BandMF's step takes σ and the strategy's bands as arguments (issue 32): a second run with another ε
-    (another σ, the same number of steps and bands) lowers no step program."""
+    """BandMF's step takes σ, Δ, the batch size and the strategy's bands as arguments (issue 32): a second
+    run with another ε (another σ), clip norm and seed, the same number of steps and bands, lowers no
+    program at all (step, sampler, evaluation, accounting, strategy), as DP-SGD's second run."""
     sgd = optax.sgd(0.5)
     model = lambda: dpsgd.MLP(30, (12,), 2, rngs=nnx.Rngs(0))  # noqa: E731
     config = dpsgd.DPSGDConfig(epochs=2, batch_size=48, epsilon=1.0, delta=1e-5, seed=0, mechanism="bandmf", bands=2)
-    first = dpsgd.train(model(), sgd, cancer, config, progress=False)
-    assert first.new_programs == 1
-    again = dataclasses.replace(config, epsilon=8.0, seed=1)
-    second = dpsgd.train(model(), sgd, cancer, again, progress=False)
+    first, lowered = _lowered_by(lambda: dpsgd.train(model(), sgd, cancer, config, progress=False))
+    assert lowered >= 1 and first.new_programs == 1
+    again = dataclasses.replace(config, epsilon=8.0, clip_norm=0.3, seed=1)
+    before = len(_names)
+    second, lowered = _lowered_by(lambda: dpsgd.train(model(), sgd, cancer, again, progress=False))
     assert second.plan.noise_parameter[0] < first.plan.noise_parameter[0] and second.epsilon <= 8.0
+    assert lowered == 0, f"{lowered} programs lowered by the second run: {_names[before:]}"
     assert second.new_programs == 0 and second.compiled_steps == len(second.buckets) >= 1
 
 

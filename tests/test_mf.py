@@ -181,7 +181,7 @@ def test_one_band_is_dp_sgds_noise_bit_for_bit(strategies):
         o2, s2 = step2(grads, s2)
         for name in params:
             np.testing.assert_array_equal(o1[name], o2[name])
-    assert s1.buffer["b"].shape == (0, 2, 3)  # (b − 1) × the model's size: nothing for DP-SGD
+    assert [a.shape for a in s1.buffer] == [(0, 5), (0, 2, 3)]  # (b − 1) × each leaf: nothing for DP-SGD
 
 
 def test_the_noise_has_covariance_sigma_squared_inverse_ctc():

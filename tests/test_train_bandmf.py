@@ -132,3 +132,31 @@ def test_banded_noise_update_and_band_table_bad_input():
         noise.band_table(2.0 * C)
     with pytest.raises(ValueError, match=r"strategy"):
         noise.band_table(np.triu(np.ones((3, 3))) / 3.0)
+
+
+def test_a_state_or_table_that_does_not_fit_is_refused():
+    """banded_noise_update checks its state against the strategy and the updates (a strategy whose shape
+    does not match the run, issue 32): a state built for other bands or another model, an old pytree
+    buffer, a table that is not (n, b), each a ValueError naming what is wrong."""
+    import jax.numpy as jnp
+
+    from jaxpriv import mf
+    from jaxpriv.train import noise
+
+    C2, C3 = mf.banded_strategy(6, bands=2, cache=False), mf.banded_strategy(6, bands=3, cache=False)
+    args = noise.noise_arguments(events.Gaussian(1.0))
+    u = {"w": jnp.ones(2), "b": jnp.ones((2, 2))}
+    state = noise.banded_noise_transform(events.Gaussian(1.0), C2, seed=0).init(u)
+    out, _ = noise.banded_noise_update(args, noise.band_table(C2), u, state)  # fits
+    assert np.all(np.isfinite(out["w"]))
+    with pytest.raises(ValueError, match=r"state.buffer\[0\] must have shape \(2, 2, 2\) .*3 bands.* got \(1, 2, 2\)"):
+        noise.banded_noise_update(args, noise.band_table(C3), u, state)  # a 3-band strategy, a 2-band state
+    with pytest.raises(ValueError, match=r"state.buffer\[1\] must have shape \(1, 3\) .* got \(1, 2\)"):
+        noise.banded_noise_update(args, noise.band_table(C2), {"w": jnp.ones(3), "b": jnp.ones((2, 2))}, state)
+    with pytest.raises(ValueError, match=r"state.buffer must be a tuple of one array per leaf of the updates \(2\)"):
+        noise.banded_noise_update(args, noise.band_table(C2), u, state._replace(buffer={"b": state.buffer[0]}))
+    with pytest.raises(ValueError, match=r"state.buffer must be a tuple .* got tuple of 1"):
+        noise.banded_noise_update(args, noise.band_table(C2), u, state._replace(buffer=state.buffer[:1]))
+    for table in (np.ones(6), np.ones((6, 0)), np.ones((2, 6, 2))):
+        with pytest.raises(ValueError, match=r"table must be a strategy's \(n, b\) band table"):
+            noise.banded_noise_update(args, table, u, state)

@@ -378,9 +378,13 @@ def gaussian_noise(stddev, *, seed, normalize_by=1.0) -> optax.GradientTransform
 
 class BandedNoiseState(NamedTuple):
     """State of :func:`banded_noise_transform`: the PRNG key of the next step, the step t, and the ring
-    buffer of the last b − 1 correlated noise vectors (a pytree like the updates, each leaf with a leading
-    axis of length b − 1; slot t mod (b − 1) holds step t's): (b − 1) × the model's size, in at least
-    float32 (nothing for b = 1)."""
+    buffer of the last b − 1 correlated noise vectors: a tuple with one array per leaf of the updates (in
+    ``jax.tree_util`` order), each the leaf's shape with a leading axis of length b − 1 (slot t mod (b − 1)
+    holds step t's): (b − 1) × the model's size, in at least float32 (nothing for b = 1).
+
+    A flat tuple of arrays, not a pytree like the updates: a Flax ``nnx.State`` of ``Param`` variables is
+    flattened and rebuilt in Python at every call of a jitted step, a cost per leaf that DP-SGD's state
+    (a key) does not pay (bench/README, ``mf_utility.py --step``)."""
 
     key: jax.Array
     step: jax.Array
@@ -411,20 +415,37 @@ def band_table(strategy) -> np.ndarray:
     return np.where(cols >= 0, C[rows, np.clip(cols, 0, None)], 0.0)
 
 
+def _check_buffer(buffer, leaves, bands: int) -> tuple:
+    """The state's buffer, checked against the updates and the strategy (shapes are static: this runs at
+    trace time): ``ValueError`` unless it holds one array per leaf, each (b − 1, *leaf's shape)."""
+    if not isinstance(buffer, tuple) or len(buffer) != len(leaves):
+        raise ValueError(f"state.buffer must be a tuple of one array per leaf of the updates ({len(leaves)}), "
+                         f"as banded_noise_transform(...).init(params) builds it, got {type(buffer).__name__}"
+                         + (f" of {len(buffer)}" if isinstance(buffer, tuple) else ""))
+    for i, (slots, leaf) in enumerate(zip(buffer, leaves)):
+        want = (bands - 1,) + tuple(np.shape(leaf))
+        if tuple(np.shape(slots)) != want:
+            raise ValueError(f"state.buffer[{i}] must have shape {want} (b − 1 = {bands - 1} slots for the "
+                             f"strategy's {bands} bands, then the update's leaf shape), got {tuple(np.shape(slots))}: "
+                             f"the state was built for another strategy or model")
+    return buffer
+
+
 def _banded_step(noise: _Noise, table, updates, state: BandedNoiseState):
     """One step of the banded transform: the noise bound by :func:`_prepare`, the (n, b) band table (a
     constant or a traced argument)."""
     n, bands = table.shape
     leaves, treedef = jax.tree_util.tree_flatten(updates)
-    buffers = treedef.flatten_up_to(state.buffer)
+    buffers = _check_buffer(state.buffer, leaves, bands)
     keys = jax.random.split(state.key, len(leaves) + 1)  # DP-SGD's one split per step
     t = state.step
     coef = table[jnp.minimum(t, n - 1)]  # (b,): C[t, t], C[t, t−1], …
-    # the weight of each buffer slot: slot (t − j) mod (b − 1) holds x_{t−j} (zeros before step 0) and
-    # gets C[t, t − j], j = 1 … b − 1 (distinct slots). A weighted sum over the slots in place, not a
-    # gather of the buffer in lag order (one copy of the buffer less).
+    # the weight of each buffer slot: slot s holds x_{t−j} with j = ((t − 1 − s) mod (b − 1)) + 1 (zeros
+    # before step 0) and gets C[t, t − j], j = 1 … b − 1. A weighted sum over the slots in place, not a
+    # gather of the buffer in lag order (one copy of the buffer less); the weights are gathered from the
+    # row, the same numbers as scattering the row into the slots, without a scatter.
     ring = max(bands - 1, 1)
-    weights = jnp.zeros((ring,), coef.dtype).at[(t - jnp.arange(1, bands)) % ring].set(coef[1:])
+    weights = coef[(t - 1 - jnp.arange(ring)) % ring + 1] if bands > 1 else None
     denominator = jnp.asarray(noise.denominator)
     ok = (t < n) if noise.valid is True else (t < n) & noise.valid
     denominator = jnp.where(ok, denominator, jnp.nan)
@@ -438,7 +459,7 @@ def _banded_step(noise: _Noise, table, updates, state: BandedNoiseState):
         correlated = z / coef[0].astype(dtype)  # b = 1: z / C[t, t] alone, so C = I is DP-SGD's noise exactly
         kept.append(buffer.at[t % ring].set(correlated) if bands > 1 else buffer)
         out.append(((x.astype(dtype) + correlated) / denominator.astype(dtype)).astype(x.dtype))
-    state = BandedNoiseState(key=keys[0], step=t + 1, buffer=jax.tree_util.tree_unflatten(treedef, kept))
+    state = BandedNoiseState(key=keys[0], step=t + 1, buffer=tuple(kept))
     return jax.tree_util.tree_unflatten(treedef, out), state
 
 
@@ -452,6 +473,11 @@ def banded_noise_update(arguments: NoiseArguments, table, updates, state: Banded
 
     Returns:
       ``(noisy updates, next BandedNoiseState)``.
+
+    Raises:
+      ValueError: ``arguments.event`` is not Gaussian, ``table`` is not an (n, b) table with n, b ≥ 1, or
+        ``state`` does not fit them: its buffer must hold one (b − 1, *leaf's shape) array per leaf of
+        ``updates`` (a state built for another number of bands or another model).
 
     Example:
       >>> import jax, jax.numpy as jnp
@@ -469,9 +495,12 @@ def banded_noise_update(arguments: NoiseArguments, table, updates, state: Banded
     if not isinstance(arguments.event, events.Gaussian):
         raise ValueError(f"arguments.event must be events.Gaussian (the matrix mechanism's noise), got "
                          f"{type(arguments.event).__name__}")
+    table = jnp.asarray(table)
+    if table.ndim != 2 or table.shape[0] < 1 or table.shape[1] < 1:
+        raise ValueError(f"table must be a strategy's (n, b) band table (band_table), n ≥ 1 and b ≥ 1, got shape "
+                         f"{table.shape}")
     sensitivity = 1.0 if arguments.sensitivity is None else arguments.sensitivity
-    return _banded_step(_prepare(arguments.event, sensitivity, arguments.normalize_by), jnp.asarray(table),
-                        updates, state)
+    return _banded_step(_prepare(arguments.event, sensitivity, arguments.normalize_by), table, updates, state)
 
 
 def banded_noise_transform(event, strategy, *, seed, sensitivity=1.0, normalize_by=1.0
@@ -513,7 +542,7 @@ def banded_noise_transform(event, strategy, *, seed, sensitivity=1.0, normalize_
       >>> C = mf.banded_strategy(4, bands=2, cache=False)
       >>> tx = noise.banded_noise_transform(events.Gaussian(1.0), C, seed=0, normalize_by=2.0)
       >>> state = tx.init({"w": jnp.zeros(3)})
-      >>> state.buffer["w"].shape                      # (b − 1) × the model's size
+      >>> state.buffer[0].shape                        # (b − 1) × the model's size, one array per leaf
       (1, 3)
       >>> out, state = tx.update({"w": jnp.ones(3)}, state)
       >>> out["w"].shape, int(state.step)
@@ -531,7 +560,8 @@ def banded_noise_transform(event, strategy, *, seed, sensitivity=1.0, normalize_
             p = jnp.asarray(p)
             return jnp.zeros((bands - 1,) + p.shape, jnp.promote_types(p.dtype, jnp.float32))
 
-        return BandedNoiseState(key=key0, step=jnp.zeros((), jnp.int32), buffer=jax.tree_util.tree_map(slots, params))
+        buffer = tuple(slots(p) for p in jax.tree_util.tree_leaves(params))
+        return BandedNoiseState(key=key0, step=jnp.zeros((), jnp.int32), buffer=buffer)
 
     def update_fn(updates, state, params=None):
         del params
