@@ -397,8 +397,8 @@ def test_rpdp_accuracy(saved, groups):
     means = {"rpdp": 0.76, "scf": 0.61, "minimum": 0.33, "dropout": 0.44, "privacy_free": 0.94}
     table = {g: {m: [v - 0.02, v + 0.02] for m, v in means.items()} for g in groups}
     fig = check_layout(saved(lambda p: rpdp.plot_accuracy(
-        table, rpdp.METHODS, p, "rPDP-FL on digits: T=8, τ=10, λ=0.8, σ=6, δ=0.0001\n3 IID clients, softmax "
-                                "regression, 2 seed(s)")))
+        table, rpdp.METHODS, p, "rPDP-FL on MNIST-5k: T=8, τ=10, λ=0.8, σ=6, δ=0.0001\n3 IID clients, softmax "
+                                  "regression, 2 seed(s)")))
     assert fig.axes[0].get_ylim() == (0.0, 1.0)
 
 
