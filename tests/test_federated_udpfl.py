@@ -31,6 +31,11 @@ def digits():
     return data.load("digits", seed=0)
 
 
+@pytest.fixture(scope="module")
+def mnist():
+    return data.load("mnist", seed=0)
+
+
 def _linear(n_in=64, n_out=10, seed=0):
     return nnx.split(nnx.Linear(n_in, n_out, rngs=nnx.Rngs(seed)), nnx.Param, ...)
 
@@ -270,29 +275,32 @@ def test_simulator_run_with_mixed_mechanisms(digits, aggregation):
 
 
 @pytest.mark.slow
-def test_accuracy_ordering_over_seeds(digits):
-    """reproduce's quick setting (logistic regression, T = 8), seeds 0-2. Measured, FedAvg mean: gaussian
-    0.836 / 0.822 / 0.813, laplace 0.248 / 0.206 / 0.267, staircase 0.109 / 0.089 / 0.120; mode connectivity
-    (72 public records): gaussian 0.886 / 0.875 / 0.880, staircase 0.813 / 0.755 / 0.760. The paper's order
-    (staircase best) does not hold under a sound accounting: gaussian leads by > 0.5 in every seed. Laplace
-    vs staircase is not asserted (laplace led in seeds 0-4 here, but they tie at T = 30). Mode connectivity
-    beats the mean for both mechanisms in every seed (mostly the public data's doing, see reproduce)."""
+def test_accuracy_ordering_over_seeds(mnist):
+    """reproduce's quick setting (MNIST-5k, logistic regression, T = 8), seeds 0-2. Measured, FedAvg mean:
+    gaussian 0.781 / 0.778 / 0.773, laplace 0.153 / 0.170 / 0.201, staircase 0.110 / 0.279 / 0.096; mode
+    connectivity (200 public records): gaussian 0.835 / 0.848 / 0.833, staircase 0.802 / 0.814 / 0.793. (On
+    digits, until issue 34: gaussian 0.836 / 0.822 / 0.813, laplace 0.248 / 0.206 / 0.267, staircase 0.109 /
+    0.089 / 0.120; mode connectivity gaussian 0.886 / 0.875 / 0.880, staircase 0.813 / 0.755 / 0.760.) The
+    paper's order (staircase best) does not hold under a sound accounting: gaussian leads by > 0.4 in every
+    seed. Laplace vs staircase is not asserted (on digits laplace led in seeds 0-4, but they tie at T = 30;
+    on MNIST-5k the staircase led in seed 1). Mode connectivity beats the mean for both mechanisms in every
+    seed (mostly the public data's doing, see reproduce)."""
     s = udpfl_reproduction._SETTING
-    order = np.random.default_rng(0).permutation(digits.n_train)
-    k = int(round(s["server_fraction"] * digits.n_train))
-    server, own = (digits.x_train[order[:k]], digits.y_train[order[:k]]), order[k:]
+    order = np.random.default_rng(0).permutation(mnist.n_train)
+    k = int(round(s["server_fraction"] * mnist.n_train))
+    server, own = (mnist.x_train[order[:k]], mnist.y_train[order[:k]]), order[k:]
     accs = {}
     for seed in range(3):
-        clients = partition.stack(digits.x_train[own], digits.y_train[own],
-                                  partition.iid(digits.y_train[own], s["clients"], seed=seed))
+        clients = partition.stack(mnist.x_train[own], mnist.y_train[own],
+                                  partition.iid(mnist.y_train[own], s["clients"], seed=seed))
         runs = [(m, "mean") for m in udpfl.MECHANISMS] + [(m, "mode_connect") for m in ("gaussian", "staircase")]
         for mech, agg in runs:
-            model = dpsgd.MLP(64, (), 10, rngs=nnx.Rngs(seed))
+            model = dpsgd.MLP(784, (), 10, rngs=nnx.Rngs(seed))
             cfg = udpfl.build(model, dpsgd.cross_entropy_loss, [mech] * s["clients"], s["epsilon"], s["delta"],
                               clip=s["clip"], learning_rate=s["learning_rate"], local_steps=s["tau"], q=s["q"],
                               rounds=8, aggregation=agg, server_data=server)
             res = simulator.run(model, cfg.local_update, clients, rounds=8, aggregator=cfg.aggregator,
-                                client_state=cfg.client_state, test_data=digits, seed=seed, progress=False)
+                                client_state=cfg.client_state, test_data=mnist, seed=seed, progress=False)
             accs.setdefault((mech, agg), []).append(res.test_accuracy)
     acc = {k: np.array(v) for k, v in accs.items()}
     assert np.all(acc["gaussian", "mean"] > 0.75), accs

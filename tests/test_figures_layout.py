@@ -409,7 +409,7 @@ def test_udpfl_mechanisms(saved):
              "laplace": {2.0: 0.187, 4.0: 0.248, 6.0: 0.295, 8.0: 0.348},
              "staircase": {2.0: 0.12, 4.0: 0.109, 6.0: 0.128, 8.0: 0.145}}
     fig = check_layout(saved(lambda p: udpfl.plot_mechanisms(
-        mean, 0.822, sweep, p, "UDP-FL on digits: δ = 1e-05, T = 8, 10 clients, 1 seed(s)", 4.0, chance=0.1,
+        mean, 0.822, sweep, p, "UDP-FL on MNIST-5k: δ = 1e-05, T = 8, 10 clients, 1 seed(s)", 4.0, chance=0.1,
         paper_staircase={2.0: 0.13, 8.0: 0.2})))
     labels = [t.get_text() for ax in fig.axes for legend in [ax.get_legend()] if legend for t in legend.get_texts()]
     assert "chance (1 / classes)" in labels and "staircase, paper's 1-D accounting" in labels

@@ -149,7 +149,8 @@ def headline_table(rows: list[dict]) -> str:
         f"Verdicts are computed from the numbers: figures match within ±{RTOL:.0%} (relative), accuracies "
         f"within ±{ACC_ATOL:g} percentage points (pp), run times within a factor {TIME_FACTOR:g}; claims "
         "(orderings, thresholds) hold or not on our numbers. "
-        "Accuracies measured on bundled stand-in data (digits, breast_cancer) are not the papers' experiments: "
+        "Accuracies measured on bundled stand-in data (digits, breast_cancer, and MNIST-5k where a paper's data "
+        "is CIFAR-10) are not the papers' experiments: "
         "their rows say by how much and why they differ, and agreement there is marked as a coincidence. "
         f"**{counts['reproduced']} reproduced, {counts[STAND_IN]} match only on stand-in data, {counts['differs']} "
         f"differ, {counts['not computed']} not computed{unjudged}** (of {len(rows)}).",
