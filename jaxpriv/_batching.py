@@ -76,6 +76,17 @@ def power_of_two(x: int) -> int:
     return 1 << max(0, (int(x) - 1).bit_length())
 
 
+#: Fewest rows of a row-padded kernel call: a single setting and a batch of up to four share one compiled
+#: program (a row costs microseconds, a program seconds to compile).
+MIN_ROWS = 4
+
+
+def row_bucket(rows: int, most: int) -> int:
+    """The static row count a call with ``rows`` rows is padded to: the power of two ≥ ``rows``, at least
+    :data:`MIN_ROWS` and at most ``most`` (the caller's chunk)."""
+    return min(most, max(MIN_ROWS, power_of_two(rows)))
+
+
 def static_size(x: int) -> int:
     """Round a static length (a window, a group or row count) up to the ladder 64, 96, 128, 192, 256, … (2^k
     and 3·2^(k−1)): every distinct static shape is a separate compilation (seconds), so inputs that differ

@@ -65,7 +65,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
-from .._batching import power_of_two
+from .._batching import power_of_two, row_bucket
 from .._numerics import as_output, check_array, float64
 from ..mechanisms.echo import echo_row_sums
 from . import clones as _clones
@@ -80,9 +80,6 @@ MODELS = {
 
 _EPS = float(np.finfo(np.float64).eps)
 _ROW_CHUNK = 64
-#: Fewest rows of a call: a single setting and a batch of up to four share one program (a row's solve costs
-#: microseconds, a program seconds to compile).
-_MIN_ROWS = 4
 
 
 def _round_down(x, h):
@@ -223,14 +220,14 @@ def personalized_epsilon(local_epsilons, delta, model: str = "gspa", local_delta
     zero = live & (rows[:, 0] == 0.0)
     out[zero] = 0.0
     todo = np.flatnonzero(live & ~zero)
-    # Static shapes in powers of two (rows from _MIN_ROWS up to _ROW_CHUNK; the window, padded with impossible
+    # Static shapes in powers of two (rows from MIN_ROWS up to _ROW_CHUNK; the window, padded with impossible
     # counts above ``top``), so that sweeps over budgets and n reuse a few compiled programs.
     width = power_of_two(logpmf.shape[1])
     logpmf = np.pad(logpmf, ((0, 0), (0, width - logpmf.shape[1])), constant_values=-np.inf)
     rel = np.pad(rel, ((0, 0), (0, width - rel.shape[1])))
     for start in range(0, todo.size, _ROW_CHUNK):
         idx = todo[start:start + _ROW_CHUNK]
-        pad = min(_ROW_CHUNK, max(_MIN_ROWS, power_of_two(idx.size))) - idx.size
+        pad = row_bucket(idx.size, _ROW_CHUNK) - idx.size
         take = np.concatenate([idx, np.full(pad, idx[0])])
         res = _clones.pmf_epsilon(rows[take, 0], np.full(take.size, float(lo)), top[take], logpmf[take],
                                   dropped[take], np.minimum(target[take], 1.0 - 1e-16), w_rel_err=rel[take])

@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._batching import power_of_two, static_size
+from .._batching import power_of_two, row_bucket, static_size
 from .._numerics import check_array, float64, kernel_jit
 
 __all__ = ["poisson_binomial_logpmf", "PoissonBinomialWindow"]
@@ -46,7 +46,6 @@ _EPS = float(np.finfo(np.float64).eps)
 _SDS = 13.0
 _MARGIN = 32
 _ELEMENTS = 1 << 22  # complex values per chunk of (rows × tilts × frequencies)
-_MIN_ROWS = 4  # fewest rows of a tilted-kernel call: one left-out user and up to four share one program
 
 
 class PoissonBinomialWindow(NamedTuple):
@@ -243,7 +242,7 @@ def leave_one_out_windows(p, m, remove):
         for start in range(0, remove.size, rows):
             sl = slice(start, start + rows)
             nr = remove[sl].size
-            padded = rows if remove.size > rows else min(rows, max(_MIN_ROWS, power_of_two(nr)))
+            padded = rows if remove.size > rows else row_bucket(nr, rows)
             lr = np.concatenate([logit_r[sl], np.full(padded - nr, -np.inf)])
             kr = np.concatenate([k_rows[sl], np.zeros((padded - nr, theta.size))])
             lf, rel = _tilted_kernel(re, im, jnp.asarray(theta), jnp.asarray(kr), float(lo), jnp.asarray(lr),
