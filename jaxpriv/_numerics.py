@@ -13,7 +13,8 @@ Two rules live here (MATH §0.3-0.4), and one default:
   hooks are in every public function already (validation in, ``as_output`` out, inside one
   :func:`float64` scope), so the rule is written once, here.
 * Compiled kernels are kept on disk (:func:`use_persistent_cache`, run on import): a kernel's first
-  call compiles for seconds, and the next process reads it back.
+  call compiles for seconds, and the next process reads it back; beside them, the traced kernels
+  (:mod:`jaxpriv._saved_programs`), so that the next process does not trace and lower them either.
 
 It also holds the one seeding helper, :func:`derive_seeds` (the trainer's and the federated simulator's
 independent seeds from one user seed), and the library's root finders, :func:`solve_monotone` and
@@ -36,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import ndtr
 
+from . import _saved_programs
 from ._checks import check_values, in_range
 
 __all__ = [
@@ -103,7 +105,7 @@ def _kernel_compiler_options() -> dict:
 KERNEL_COMPILER_OPTIONS = _kernel_compiler_options()
 
 
-def kernel_jit(fun, *, xla_defaults: bool = False, **jit_kwargs):
+def kernel_jit(fun, *, xla_defaults: bool = False, saved: bool = False, **jit_kwargs):
     """``jax.jit`` for the package's numerical kernels (accounting, curves, mechanisms, shuffle bounds).
 
     On the CPU they compile with XLA's elemental fusion emitter instead of its newer MLIR fusion emitters:
@@ -118,13 +120,18 @@ def kernel_jit(fun, *, xla_defaults: bool = False, **jit_kwargs):
     ``xla_defaults=True``: one whose long summation loops run faster with the newer emitter's code (the
     shuffle clone sums, 16% slower warm with the option, ``bench/compile_options.py``).
 
+    ``saved=True``: a top-level call's traced program is also kept on disk (:mod:`jaxpriv._saved_programs`),
+    so a later process neither traces nor lowers it. For the kernels whose tracing and lowering cost more
+    than the ~0.3 s a process pays once to call saved programs (jax.export's CPU lowering loads LAPACK, which
+    imports scipy.linalg): the PLD accountant's two programs (1.6 s of a warm question).
+
     Example:
       >>> import jax.numpy as jnp
       >>> from jaxpriv._numerics import kernel_jit
       >>> float(kernel_jit(lambda x: jnp.log1p(x) * 2.0)(jnp.float32(0.0)))
       0.0
     """
-    return jax.jit(fun, **jit_kwargs) if xla_defaults else _KernelJit(fun, jit_kwargs)
+    return jax.jit(fun, **jit_kwargs) if xla_defaults else _KernelJit(fun, jit_kwargs, saved)
 
 
 class _KernelJit:
@@ -133,16 +140,21 @@ class _KernelJit:
     the kernel is inlined into its caller, which is compiled as one). Attributes (``lower``, ``trace``, ...)
     are the top-level form's."""
 
-    def __init__(self, fun, jit_kwargs):
+    def __init__(self, fun, jit_kwargs, saved: bool = False):
         self._plain = jax.jit(fun, **jit_kwargs)
         self._top = (jax.jit(fun, compiler_options=KERNEL_COMPILER_OPTIONS, **jit_kwargs) if KERNEL_COMPILER_OPTIONS
                      else self._plain)
+        self._saved = _saved_programs.Kernel(fun, jit_kwargs, saved)
         functools.update_wrapper(self, fun)
 
     def __call__(self, *args, **kwargs):
         from jax._src import core  # the trace stack has no public accessor
 
-        return (self._top if core.trace_ctx.is_top_level() else self._plain)(*args, **kwargs)
+        if not core.trace_ctx.is_top_level():
+            return self._plain(*args, **kwargs)
+        if self._saved.saveable and _saved_programs.enabled():  # a later process skips tracing and lowering
+            return _saved_programs.call(self._saved, self._top, self._plain, KERNEL_COMPILER_OPTIONS, args, kwargs)
+        return self._top(*args, **kwargs)
 
     def __getattr__(self, name):
         return getattr(self._top, name)

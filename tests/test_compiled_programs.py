@@ -4,8 +4,8 @@ numbers (issue 29): a sweep of any length pads its settings to one of a few chun
 (:func:`jaxpriv._batching.padded_batch_size`: 1, 16 and 256 settings on the CPU), so once sizes 1, 10, 1000
 and 10⁵ have run, no other size lowers a new program.
 
-Counted: every program JAX lowers in this process (the ``jaxpr_to_mlir_module`` event fires once per new
-function and shape, whether or not the persistent cache then skips the compilation), so eager helper
+Counted: every executable JAX obtains in this process (the ``backend_compile`` event fires once per new
+function and shape, whether XLA compiles it or the persistent cache supplies it), so eager helper
 operations that would compile per shape are caught too. Orders are a short custom list, which keeps each
 kernel small to compile; the kernels' structure does not depend on the list.
 """
@@ -29,11 +29,13 @@ FIRST = (1, 10, 1000, 100_000)
 LATER = (3, 200, 4000, 30_000)
 DELTA = 1e-5
 _lowered = [0]
-_names: list = []  # the lowered programs' names, in order
+_names: list = []  # the compiled programs' names, in order
 
 
 def _count(name, seconds, **kwargs):
-    if name.endswith("jaxpr_to_mlir_module_duration"):
+    # One event per executable XLA builds or reads from the compilation cache: a program. (Counting
+    # lowerings instead would count a saved program's export and its call as two, jaxpriv._saved_programs.)
+    if name.endswith("backend_compile_duration"):
         _lowered[0] += 1
         _names.append(kwargs.get("fun_name"))
 

@@ -2,8 +2,8 @@
 
 1. No module imports another module's private name: ``from m import _x`` and ``m._x`` (``m`` bound to a
    module of the package) are errors wherever they occur, at the top of a file or inside a function.
-   Private *modules* (``_numerics``, ``_checks``, ``_batching``, ``_lazy``, ``_reference``, ``_docs``,
-   ``mechanisms/_common``) are shared infrastructure: their public names are for every module. What
+   Private *modules* (``_numerics``, ``_saved_programs``, ``_checks``, ``_batching``, ``_lazy``, ``_reference``,
+   ``_docs``, ``mechanisms/_common``) are shared infrastructure: their public names are for every module. What
    another module needs is public and documented, or it lives in the module it belongs to.
 2. No import runs up the layers of :data:`LAYERS`: a module imports from its own layer and the ones
    below it, never from a higher one. Function-level (lazy) imports count like top-level ones: a lazy
@@ -37,9 +37,9 @@ SOURCE = pathlib.Path(__file__).resolve().parents[1] / PACKAGE
 #: submodules, so it sits with the highest of them. Every module must have a layer (test below).
 LAYERS = [
     # numerics, validation, batching, lazy loading, the MATH reference, and the two no-JAX specifications
-    ("infrastructure", ["jaxpriv._checks", "jaxpriv._numerics", "jaxpriv._batching", "jaxpriv._lazy",
-                        "jaxpriv._docs", "jaxpriv._reference", "jaxpriv.schedule", "jaxpriv.budgets",
-                        "jaxpriv.distributed"]),
+    ("infrastructure", ["jaxpriv._checks", "jaxpriv._numerics", "jaxpriv._saved_programs", "jaxpriv._batching",
+                        "jaxpriv._lazy", "jaxpriv._docs", "jaxpriv._reference", "jaxpriv.schedule",
+                        "jaxpriv.budgets", "jaxpriv.distributed"]),
     # privacy curves (RDP, f-DP)
     ("curves", ["jaxpriv.rdp", "jaxpriv.rdp.*", "jaxpriv.fdp"]),
     # the noise mechanisms (samplers, densities, their own curves), shared by every caller
@@ -266,8 +266,10 @@ def test_the_scanner_sees_an_upward_import(tmp_path, monkeypatch):
 
 
 #: packages whose programs keep XLA's default options: the trainer and what runs models (convolutions and
-#: matrix products), not long chains of elementwise float64 math
-_DEFAULT_JIT = ("jaxpriv.train", "jaxpriv.federated", "jaxpriv.reproduce", "jaxpriv.mf", "jaxpriv._numerics")
+#: matrix products), not long chains of elementwise float64 math; and kernel_jit's own modules (_numerics,
+#: and _saved_programs, which jits a saved kernel with the options kernel_jit hands it)
+_DEFAULT_JIT = ("jaxpriv.train", "jaxpriv.federated", "jaxpriv.reproduce", "jaxpriv.mf", "jaxpriv._numerics",
+                "jaxpriv._saved_programs")
 
 
 def test_numerical_kernels_compile_through_kernel_jit():

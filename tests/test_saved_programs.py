@@ -1,0 +1,98 @@
+"""Saved programs (jaxpriv._saved_programs): a kernel exported by one call answers a later call without its
+Python being traced, bit for bit as the ordinary jit; calls that cannot be keyed safely take the ordinary
+path."""
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxpriv import _saved_programs, accounting, events
+from jaxpriv._numerics import float64, kernel_jit
+from jaxpriv.accounting import pld_grid
+
+
+def _forget_this_process():
+    """What a new process knows: nothing in memory, everything on disk."""
+    _saved_programs._MEMORY.clear()
+    jax.clear_caches()
+
+
+def _folder():
+    return os.path.join(jax.config.jax_compilation_cache_dir, "jaxpriv-programs")
+
+
+def test_a_saved_program_answers_without_tracing_and_bit_for_bit(monkeypatch):
+    # A setting of its own (T, rate) so that its grid is new to this worker.
+    event = events.SelfComposed(events.PoissonSampled(0.0173, events.Gaussian(1.23)), 1377)
+    monkeypatch.setenv("JAXPRIV_SAVED_PROGRAMS", "0")
+    ordinary = accounting.epsilon_interval(event, 1e-6)
+    monkeypatch.setenv("JAXPRIV_SAVED_PROGRAMS", "1")
+    assert _saved_programs.enabled()
+    _forget_this_process()
+    first = accounting.epsilon_interval(event, 1e-6)  # exported here, or read from an earlier run's file
+
+    rows_traced = []
+    original_row = pld_grid._row
+    monkeypatch.setattr(pld_grid, "_row", lambda *a, **k: rows_traced.append(1) or original_row(*a, **k))
+    _forget_this_process()
+    again = accounting.epsilon_interval(event, 1e-6)
+    assert rows_traced == []  # the PLD program's Python did not run: it came from disk
+    assert tuple(map(float, again)) == tuple(map(float, first)) == tuple(map(float, ordinary))
+
+    monkeypatch.setenv("JAXPRIV_SAVED_PROGRAMS", "0")  # the switch: the ordinary path traces again
+    jax.clear_caches()
+    assert tuple(map(float, accounting.epsilon_interval(event, 1e-6))) == tuple(map(float, ordinary))
+    assert rows_traced
+
+
+def test_keys_separate_what_changes_the_program():
+    kernel = _saved_programs.Kernel(pld_grid._log_mgf, {})
+    assert kernel.saveable
+
+    def key(static, *leaves, names=("pmf", "nodes", "lams")):
+        flat, tree = jax.tree.flatten(list(leaves))
+        with float64():  # as the package's calls are (outside it, JAX reads float64 inputs as float32)
+            return _saved_programs._key(kernel, static, list(names), tree, flat)
+
+    a = np.zeros(4)
+    base = key({}, a, a, a)
+    assert base == key({}, np.ones(4), a, a)  # values are not in the key, only what shapes the program
+    assert base != key({}, np.zeros(5), a, a)  # a shape
+    assert base != key({}, a.astype(np.float32), a, a)  # a dtype
+    assert key({}, 1.0, a, a) != key({}, np.float64(1.0), a, a)  # a weakly typed Python number
+    assert base != key({"mode": "classic"}, a, a, a) != key({"mode": "improved"}, a, a, a)  # a static value
+    assert base != key({}, a, (a, a), names=("pmf", "nodes"))  # the input tree
+    with jax.default_matmul_precision("highest"):  # a JAX setting that changes the trace
+        assert base != key({}, a, a, a)
+    assert key({"draw": lambda x: x}, a, a, a) is None  # a static with no stable text: not saved
+    assert key({"table": object()}, a, a, a) is None
+
+
+def test_calls_that_cannot_be_keyed_take_the_ordinary_path():
+    assert pld_grid.evaluate._saved.saveable and pld_grid.probe._saved.saveable  # the kernels that ask for it
+    closure = kernel_jit(lambda x: jnp.log1p(x) * 2.0, saved=True)  # captured values would not be in a key
+    assert not closure._saved.saveable
+    with float64():
+        assert float(closure(np.float64(1.0))) == pytest.approx(2.0 * np.log(2.0), rel=1e-15)
+    outside = kernel_jit(np.add, saved=True)  # not a function of this package: its source is not in the key
+    assert not outside._saved.saveable
+    assert not kernel_jit(pld_grid._log_mgf)._saved.saveable  # not asked for
+
+
+def test_a_damaged_file_is_exported_again(monkeypatch):
+    monkeypatch.setenv("JAXPRIV_SAVED_PROGRAMS", "1")
+    event = events.SelfComposed(events.PoissonSampled(0.0311, events.Gaussian(1.71)), 733)
+    expected = float(accounting.epsilon(event, 1e-5, accountant="pld"))
+    files = sorted(os.listdir(_folder()))
+    assert files
+    for name in files:  # every saved program damaged (this worker's and any other's: each is re-exported)
+        if not name.endswith((".unsupported", ".tmp")):
+            with open(os.path.join(_folder(), name), "wb") as handle:
+                handle.write(b"not a program")
+    _forget_this_process()
+    assert float(accounting.epsilon(event, 1e-5, accountant="pld")) == expected
+    _forget_this_process()
+    assert float(accounting.epsilon(event, 1e-5, accountant="pld")) == expected  # and read back again
