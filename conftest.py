@@ -1,7 +1,9 @@
 """Shared test setup (tests/ and the doctests in jaxpriv/).
 
 * A persistent XLA compilation cache, so repeated runs skip kernel compilation, and the pytest-xdist
-  workers (pyproject's ``-n auto``) read the kernels one of them already compiled.
+  workers (pyproject's ``-n auto``) and the command-line subprocesses (``JAXPRIV_CACHE_DIR``) read the
+  kernels one of them already compiled, and the traced kernels one of them saved
+  (:mod:`jaxpriv._saved_programs`).
 * Every program of the run (the trainer's, the tests' own jitted functions, JAX's eager operations, and the
   command-line subprocesses, which inherit ``XLA_FLAGS``) compiles with the XLA option the numerical kernels
   already use for users (:func:`jaxpriv._numerics.kernel_jit`: the elemental CPU fusion emitter). The suite
@@ -42,6 +44,8 @@ import pytest
 _CACHE = os.environ.get("JAXPRIV_TEST_CACHE", os.path.join(os.path.dirname(__file__), ".jax_cache"))
 os.makedirs(_CACHE, exist_ok=True)  # an existing directory is hit on the very next run
 jax.config.update("jax_compilation_cache_dir", os.path.abspath(_CACHE))
+# and the subprocesses' (they leave the user's ~/.cache alone)
+os.environ["JAXPRIV_CACHE_DIR"] = os.path.abspath(_CACHE)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)  # workers share small kernels too
 
 
