@@ -135,8 +135,9 @@ def _evaluate(jitted, flat_kernel, arrays, shape, key, chunk_size, progress) -> 
     """``jitted`` over the settings in padded chunks (concrete inputs) or ``flat_kernel`` on them flattened
     (traced inputs, inside the caller's program); its outputs reshaped to the broadcast ``shape``."""
     if all(is_concrete(a) for a in arrays):
-        # shared scalars stay scalars (expanded per chunk): a 10⁷ sweep holds only what varies
-        flat = [np.asarray(a).reshape(-1) if np.size(a) == 1 else np.asarray(jnp.broadcast_to(a, shape)).reshape(-1)
+        # shared scalars stay scalars (expanded per chunk): a 10⁷ sweep holds only what varies. Broadcast by
+        # numpy: jnp's eager broadcast_to compiled a one-operation program per input shape.
+        flat = [np.asarray(a).reshape(-1) if np.size(a) == 1 else np.broadcast_to(np.asarray(a), shape).reshape(-1)
                 for a in arrays]
         outputs = map_chunked(
             lambda *xs: jitted(*xs, orders_key=key),
