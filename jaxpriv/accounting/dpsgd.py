@@ -56,7 +56,10 @@ def dpsgd_epsilon(
       5.632
     """
     with float64():
-        arrays, shape, key = _settings(q, sigma, steps, delta, orders)
+        arrays = []
+        for name, value in zip(_RANGES, (q, sigma, steps, delta)):  # checked here: a float32 warning names the caller
+            arrays.append(check_array(name, value, **_RANGES[name]))
+        shape, key = _shape_and_key(arrays, orders)
         if refine:
             eps, order = _evaluate(rdp.dpsgd_epsilon_refined_jit, rdp.dpsgd_epsilon_refined_kernel, arrays, shape, key,
                                    chunk_size, progress)
@@ -85,8 +88,10 @@ def dpsgd_epsilon_conversions(
     :func:`dpsgd_epsilon` does, and with the classic one (Mironov 2017, Prop. 3), ε(α) = ρ(α) + log(1/δ)/(α−1),
     each minimised over ``orders``. Bit for bit the same numbers as :func:`dpsgd_epsilon` (``return_order=True``)
     and as :func:`jaxpriv.rdp.to_epsilon` (``conversion="classic"``) of the composed curve, for one
-    compilation instead of one per function (the curve is computed once). Inputs, validation, chunking and
-    traced inputs as in :func:`dpsgd_epsilon`.
+    compilation instead of one per function (the curve is computed once). (For a batch, to_epsilon's own last
+    bit depends on δ's shape: with one scalar δ it divides log δ by α−1, with a δ per setting XLA multiplies
+    by 1/(α−1) in a fused multiply-add, as this function's chunked program does; a single setting's ε equals
+    to_epsilon's with its scalar δ.) Inputs, validation, chunking and traced inputs as in :func:`dpsgd_epsilon`.
 
     Args:
       q: sampling rate in [0, 1].
@@ -111,24 +116,30 @@ def dpsgd_epsilon_conversions(
     if not isinstance(refine, (bool, np.bool_)):
         raise ValueError(f"refine must be True or False, got {refine!r}")
     with float64():
-        arrays, shape, key = _settings(q, sigma, steps, delta, orders)
+        arrays = []
+        for name, value in zip(_RANGES, (q, sigma, steps, delta)):  # checked here: a float32 warning names the caller
+            arrays.append(check_array(name, value, **_RANGES[name]))
+        shape, key = _shape_and_key(arrays, orders)
         iterations = rdp.REFINE_ITERATIONS if refine else 0
         return as_output(_evaluate(
             lambda *xs, orders_key: rdp.dpsgd_conversions_jit(*xs, orders_key, iterations),
             lambda *xs: rdp.dpsgd_conversions_kernel(*xs, iterations), arrays, shape, key, chunk_size, progress))
 
 
-def _settings(q, sigma, steps, delta, orders):
-    """The four inputs validated (float64 arrays), their broadcast shape and the sorted orders as a key."""
-    arrays = [
-        check_array("q", q, 0.0, 1.0, worse="up"),
-        check_array("sigma", sigma, 0.0, np.inf, lo_open=True, worse="down"),
-        check_array("steps", steps, 0.0, np.inf, worse="up"),
-        check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True, worse="down"),
-    ]
-    shape = check_broadcastable(q=arrays[0], sigma=arrays[1], steps=arrays[2], delta=arrays[3])
+#: The inputs' ranges (:func:`jaxpriv._numerics.check_array`'s arguments after the name and the value).
+_RANGES = {
+    "q": dict(lo=0.0, hi=1.0, worse="up"),
+    "sigma": dict(lo=0.0, hi=np.inf, lo_open=True, worse="down"),
+    "steps": dict(lo=0.0, hi=np.inf, worse="up"),
+    "delta": dict(lo=0.0, hi=1.0, lo_open=True, hi_open=True, worse="down"),
+}
+
+
+def _shape_and_key(arrays, orders):
+    """The checked inputs' broadcast shape and the sorted, validated orders as a key."""
+    shape = check_broadcastable(**dict(zip(_RANGES, arrays)))
     key = tuple(float(a) for a in np.unique(check_orders(rdp.DEFAULT_ORDERS if orders is None else orders)))
-    return arrays, shape, key
+    return shape, key
 
 
 def _evaluate(jitted, flat_kernel, arrays, shape, key, chunk_size, progress) -> tuple:
