@@ -99,8 +99,7 @@ def dpsgd_epsilon_refined_kernel(q, sigma, steps, delta, orders_key: tuple, iter
     return _refine(q, sigma, steps, delta, eps_grid, best, jnp.asarray(np.asarray(orders_key)), iterations)
 
 
-def dpsgd_epsilon_refined_jit(q, sigma, steps, delta, orders_key: tuple,
-                              iterations: int = REFINE_ITERATIONS):
+def dpsgd_epsilon_refined_jit(q, sigma, steps, delta, orders_key: tuple, iterations: int = REFINE_ITERATIONS):
     """:func:`dpsgd_epsilon_refined_kernel` as the grid's two programs (:func:`dpsgd_epsilon_jit`) and the
     search's own: the curve is not compiled a second time."""
     eps_grid, best = dpsgd_epsilon_jit(q, sigma, steps, delta, orders_key)
@@ -126,8 +125,9 @@ def dpsgd_conversions_kernel(q, sigma, steps, delta, orders_key: tuple, iteratio
     """(ε, best order) of T-fold Poisson-subsampled Gaussian by the improved conversion (with the
     golden-section search of :func:`dpsgd_epsilon_refined_kernel` when ``iterations`` > 0) and by the classic
     one, from one curve: ``(eps, order, eps_classic, order_classic)``; flat (B,) float64 arrays, no
-    validation. Each pair is bit for bit the one :func:`dpsgd_epsilon_kernel` (or the refined kernel) and
-    :func:`jaxpriv.rdp.to_epsilon` of the composed curve give."""
+    validation. Each pair is the one :func:`dpsgd_epsilon_kernel` (or the refined kernel) and
+    :func:`jaxpriv.rdp.to_epsilon` of the composed curve give (bit for bit as its own program,
+    :func:`dpsgd_conversions_jit`; inside a caller's program, to XLA's rounding of that program)."""
     orders = np.asarray(orders_key)
     curve = subsampled_gaussian_kernel(q, sigma, orders_key) * steps[:, None]
     return _conversions(curve, q, sigma, steps, delta, jnp.asarray(orders), iterations)
