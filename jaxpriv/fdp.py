@@ -21,7 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import erf, ndtr, ndtri
 
-from ._numerics import as_output, bisect_floats, check_array, check_broadcastable, erfcx, float64, log_expm1, kernel_jit
+from ._numerics import (as_output, bisect_floats, check_array, check_broadcastable, erfcx, float64, is_concrete,
+                        log_expm1, kernel_jit)
 
 __all__ = [
     "gaussian_tradeoff",
@@ -180,6 +181,14 @@ _epsilon_jit = kernel_jit(_epsilon_kernel)
 _mu_jit = kernel_jit(_mu_kernel)
 
 
+def _equal_shapes(a, b):
+    """``a`` and ``b`` broadcast to one shape, as the bisections want: by numpy when both are concrete (jnp's
+    eager broadcast is a compiled one-operation program of its own for every new pair of shapes), by jnp
+    inside a caller's trace. Broadcast inside the kernel's program instead, XLA divides by a broadcast
+    operand differently, and ε moved by a few ulps."""
+    return np.broadcast_arrays(np.asarray(a), np.asarray(b)) if is_concrete((a, b)) else jnp.broadcast_arrays(a, b)
+
+
 # --------------------------------------------------------------------------------------------------
 # Public API
 # --------------------------------------------------------------------------------------------------
@@ -274,7 +283,7 @@ def gdp_epsilon(mu, delta):
         mu = check_array("mu", mu, 0.0, lo_open=True, worse="up")
         delta = check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True, worse="down")
         check_broadcastable(mu=mu, delta=delta)
-        return as_output(_epsilon_jit(*jnp.broadcast_arrays(mu, delta)))
+        return as_output(_epsilon_jit(*_equal_shapes(mu, delta)))
 
 
 def gdp_mu(epsilon, delta):
@@ -306,7 +315,7 @@ def gdp_mu(epsilon, delta):
         epsilon = check_array("epsilon", epsilon, 0.0, worse="down")
         delta = check_array("delta", delta, 0.0, 1.0, lo_open=True, hi_open=True, worse="down")
         check_broadcastable(epsilon=epsilon, delta=delta)
-        return as_output(_mu_jit(*jnp.broadcast_arrays(epsilon, delta)))
+        return as_output(_mu_jit(*_equal_shapes(epsilon, delta)))
 
 
 def compose_gdp(mus, axis: int = -1):

@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 
 from . import __version__, accounting, calibrate, events, fdp, rdp
-from .accounting.dpsgd import dpsgd_epsilon
+from .accounting.dpsgd import dpsgd_epsilon, dpsgd_epsilon_conversions
 
 __all__ = [
     "ORDER_SETS",
@@ -92,10 +92,10 @@ def privacy_summary(q: float, sigma: float, steps: float, delta: float, orders=N
     orders = rdp.DEFAULT_ORDERS if orders is None else np.asarray(orders, dtype=np.float64)
     eps = order = eps_classic = order_classic = None
     if accountant in ("rdp", "best"):
-        eps, order = map(float, dpsgd_epsilon(q, sigma, steps, delta, orders=orders, return_order=True,
-                                              refine=refine))
-        curve = rdp.compose(rdp.subsampled_gaussian(q, sigma, orders), counts=[steps])
-        eps_classic, order_classic = map(float, rdp.to_epsilon(curve, orders, delta, conversion="classic"))
+        # one curve, both conversions, one compiled program (the classic ε through rdp.compose and
+        # rdp.to_epsilon was two more programs and a handful of eager operations, bit for bit the same)
+        eps, order, eps_classic, order_classic = map(float, dpsgd_epsilon_conversions(
+            q, sigma, steps, delta, orders=orders, refine=refine))
     mu = float(fdp.dpsgd_mu_clt(q, sigma, steps))
     # μ = 0 (q = 0 or T = 0) is perfect privacy, ε = 0; gdp_epsilon itself only accepts μ > 0.
     eps_clt = float(fdp.gdp_epsilon(mu, delta)) if mu > 0 else 0.0

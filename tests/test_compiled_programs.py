@@ -11,6 +11,7 @@ kernel small to compile; the kernels' structure does not depend on the list.
 """
 
 import dataclasses
+import json
 
 import jax
 import numpy as np
@@ -155,6 +156,34 @@ def test_new_pld_questions_compile_one_program_per_grid_size(monkeypatch):
     new = _lowered[0] - before
     reached = set(rungs) - seen
     assert new <= len(reached) and new <= 6, (new, sorted(seen), sorted(reached))
+
+
+@pytest.mark.parametrize("refine, orders, steps", [(False, "default", "1299"), (True, "dp_accounting", "1300")])
+def test_the_epsilon_commands_rdp_rows_are_one_program(capsys, refine, orders, steps):
+    """``jaxpriv epsilon``'s two RDP rows, the improved conversion (refined or not) and the classic one, come
+    from one compiled program (issue 28): the curve is computed once and converted both ways, where the classic
+    row used to recompute it through rdp.compose and rdp.to_epsilon (two more programs, and four eager
+    one-operation ones). The CLT row's μ and ε are the only other programs, and nothing is lowered eagerly.
+    Both rows are bit for bit the separate computations. The in-memory caches are cleared first, so every
+    program the command needs is lowered here whatever ran before (the persistent cache spares compiling it)."""
+    from jaxpriv.cli import main
+    from jaxpriv.report import ORDER_SETS
+
+    argv = ["epsilon", "--q", "0.013", "--sigma", "1.2", "--steps", steps, "--delta", "1e-6", "--orders", orders,
+            "--accountant", "rdp", "--json", *(["--refine"] if refine else [])]
+    jax.clear_caches()
+    before = len(_names)
+    assert main(argv) == 0
+    lowered = _names[before:]
+    data = json.loads(capsys.readouterr().out)
+    assert sorted(lowered) == ["jit(_clt_kernel)", "jit(_dpsgd_conversions_program)", "jit(_epsilon_kernel)"], lowered
+    q, sigma, count, delta, grid = 0.013, 1.2, float(steps), 1e-6, ORDER_SETS[orders]
+    eps, order = jaxpriv.dpsgd_epsilon(q, sigma, count, delta, orders=grid, return_order=True, refine=refine)
+    curve = rdp.compose(rdp.subsampled_gaussian(q, sigma, grid), counts=[count])
+    eps_classic, order_classic = rdp.to_epsilon(curve, grid, delta, conversion="classic")
+    assert (data["epsilon_rdp"], data["best_order"]) == (float(eps), float(order))
+    assert (data["epsilon_classic"], data["best_order_classic"]) == (float(eps_classic), float(order_classic))
+    assert data["epsilon"] == data["epsilon_rdp"] < data["epsilon_classic"]
 
 
 # --------------------------------------------------------------------------------------------------

@@ -52,6 +52,8 @@ CALLS = {
     "rdp.two_stage": (rdp.two_stage, dict(q=0.05, sigma=1.1, steps=5.0, client_rate=0.5, rounds=20.0,
                                           orders=ORDERS)),
     "dpsgd_epsilon": (jaxpriv.dpsgd_epsilon, dict(q=0.01, sigma=1.1, steps=1000.0, delta=1e-5, orders=ORDERS)),
+    "dpsgd_epsilon_conversions": (accounting.dpsgd.dpsgd_epsilon_conversions,
+                                  dict(q=0.01, sigma=1.1, steps=1000.0, delta=1e-5, orders=ORDERS)),
     "calibrate.noise_multiplier": (calibrate.noise_multiplier, dict(target_epsilon=2.0, q=0.01, steps=1000.0,
                                                                      delta=1e-5, orders=ORDERS)),
     "calibrate.sampling_rate": (calibrate.sampling_rate, dict(target_epsilon=2.0, sigma=1.1, steps=1000.0,

@@ -20,8 +20,9 @@ is 1.0000000000000007, not 1.0); round before comparing for equality.
 from __future__ import annotations
 
 from .curves import (DEFAULT_ORDERS, DP_ACCOUNTING_ORDERS, compose, gaussian, laplace, laplace_kernel, orders_array,
-                     to_delta, to_epsilon, to_epsilon_kernel)
-from .dpsgd import dpsgd_epsilon_jit, dpsgd_epsilon_kernel, dpsgd_epsilon_refined_jit, dpsgd_epsilon_refined_kernel
+                     to_delta, to_epsilon, to_epsilon_both_kernel, to_epsilon_kernel)
+from .dpsgd import (REFINE_ITERATIONS, dpsgd_conversions_jit, dpsgd_conversions_kernel, dpsgd_epsilon_jit,
+                    dpsgd_epsilon_kernel, dpsgd_epsilon_refined_jit, dpsgd_epsilon_refined_kernel)
 from .series import REFINE_MAX_ORDER
 from .program import curve_tables, subsampled_gaussian, subsampled_gaussian_kernel
 from .subsampling import (client_sampled, subsampled, subsampled_kernel, two_stage, two_stage_curve_kernel,
