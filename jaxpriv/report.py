@@ -97,8 +97,9 @@ def privacy_summary(q: float, sigma: float, steps: float, delta: float, orders=N
         eps, order, eps_classic, order_classic = map(float, dpsgd_epsilon_conversions(
             q, sigma, steps, delta, orders=orders, refine=refine))
     mu = float(fdp.dpsgd_mu_clt(q, sigma, steps))
-    # μ = 0 (q = 0 or T = 0) is perfect privacy, ε = 0; gdp_epsilon itself only accepts μ > 0.
-    eps_clt = float(fdp.gdp_epsilon(mu, delta)) if mu > 0 else 0.0
+    # μ = 0 (q = 0 or T = 0) is perfect privacy, ε = 0; gdp_epsilon itself only accepts 0 < μ < inf. A σ so
+    # small that the CLT's μ overflows has no finite approximation (the bounds above are still computed).
+    eps_clt = 0.0 if mu == 0 else math.inf if math.isinf(mu) else float(fdp.gdp_epsilon(mu, delta))
     pld_lower = pld_upper = None
     if accountant in ("pld", "best") and float(steps).is_integer():
         pld_lower, pld_upper = map(float, accounting.epsilon_interval(_dpsgd_event(q, sigma, steps), delta))

@@ -7,6 +7,7 @@ the 256-wide batch of ``report --quick``'s sweep.
 
 import csv
 import json
+import math
 import subprocess
 import sys
 
@@ -53,6 +54,20 @@ def test_epsilon_without_sampling_is_zero(capsys):
     data = json.loads(out)
     assert data["epsilon"] == data["epsilon_classic"] == data["epsilon_gdp_clt_approximation"] == 0.0
     assert data["epsilon_pld_lower"] == data["epsilon_pld_upper"] == 0.0
+
+
+def test_epsilon_with_a_tiny_sigma_has_no_clt_approximation_but_its_bounds(capsys):
+    # σ = 0.02: the CLT's μ overflows; the rigorous rows are still computed (the command used to fail with
+    # "mu contains inf", a parameter the user never gave), and the JSON stays strict (no Infinity)
+    args = replace_arg(REFERENCE, "--sigma", "0.02") + ["--accountant", "rdp"]
+    code, out, err = run(capsys, "epsilon", *args, "--json")
+    assert code == 0, err
+    data = json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} in the JSON output"))
+    assert data["gdp_clt_mu_approximation"] is None and data["epsilon_gdp_clt_approximation"] is None
+    assert math.isfinite(data["epsilon_rdp"]) and data["epsilon"] == data["epsilon_rdp"] > 0
+    code, out, _ = run(capsys, "epsilon", *args)
+    assert code == 0
+    assert "inf" in next(line for line in out.splitlines() if line.startswith("Gaussian DP, CLT"))
 
 
 # --------------------------------------------------------------------------------------------------

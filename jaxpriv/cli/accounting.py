@@ -156,7 +156,8 @@ def cmd_epsilon(args) -> int:
                         refine=args.refine, accountant=args.accountant)
     sampling = _sampling_rows(args, s) if args.sampling != "poisson" else None
     if args.json:
-        print(json.dumps({**s, "orders": args.orders, **({"sampling": sampling} if sampling else {})}, indent=2))
+        numbers = {k: json_value(v) if isinstance(v, float) else v for k, v in s.items()}  # strict JSON: no inf
+        print(json.dumps({**numbers, "orders": args.orders, **({"sampling": sampling} if sampling else {})}, indent=2))
         return 0
     by = {"rdp": "RDP", "pld": "PLD upper", "best": "the smaller of RDP and PLD upper"}[args.accountant]
     console = stdout_console()
