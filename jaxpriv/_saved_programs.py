@@ -51,10 +51,10 @@ _TRACE_FLAGS = ("jax_enable_x64", "jax_default_matmul_precision", "jax_numpy_ran
 
 
 def enabled() -> bool:
-    """True when saved programs are used: the compilation cache is on, one device, not turned off, and
-    jax.export's serialization (the ``flatbuffers`` package) installed."""
+    """True when saved programs are used: the compilation cache is on, one device, not turned off,
+    jax.export's serialization (the ``flatbuffers`` package) installed, and the package's source readable."""
     return (os.environ.get("JAXPRIV_SAVED_PROGRAMS", "1") != "0" and jax.config.jax_compilation_cache_dir is not None
-            and jax.device_count() == 1 and _can_serialize())
+            and jax.device_count() == 1 and _can_serialize() and _package_digest() is not None)
 
 
 @functools.lru_cache(maxsize=None)
@@ -63,12 +63,14 @@ def _can_serialize() -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def _package_digest() -> str:
-    """A digest of the package's source and JAX's versions: an edit or an upgrade makes new keys."""
+def _package_digest() -> str | None:
+    """A digest of the package's source and JAX's versions: an edit or an upgrade makes new keys. None when
+    the source cannot be read (e.g. a zipped install): then nothing is saved."""
     import jaxlib
 
     root = os.path.dirname(os.path.abspath(__file__))
     digest = hashlib.sha256(f"{jax.__version__} {jaxlib.__version__}".encode())
+    read = 0
     for folder, dirs, files in sorted(os.walk(root)):
         dirs.sort()
         for name in sorted(files):
@@ -77,7 +79,8 @@ def _package_digest() -> str:
                 digest.update(os.path.relpath(path, root).encode())
                 with open(path, "rb") as handle:
                     digest.update(handle.read())
-    return digest.hexdigest()
+                read += 1
+    return digest.hexdigest() if read else None
 
 
 def _stable_text(value) -> str | None:

@@ -82,6 +82,20 @@ def test_calls_that_cannot_be_keyed_take_the_ordinary_path():
     assert not kernel_jit(pld_grid._log_mgf)._saved.saveable  # not asked for
 
 
+def test_nothing_is_saved_without_the_packages_source(monkeypatch):
+    monkeypatch.setenv("JAXPRIV_SAVED_PROGRAMS", "1")
+    assert _saved_programs._package_digest() is not None and _saved_programs.enabled()  # this checkout's source
+    walk = os.walk
+    monkeypatch.setattr(os, "walk", lambda root: iter(()))  # as in a zipped install
+    _saved_programs._package_digest.cache_clear()
+    try:
+        assert _saved_programs._package_digest() is None and not _saved_programs.enabled()
+    finally:
+        monkeypatch.setattr(os, "walk", walk)
+        _saved_programs._package_digest.cache_clear()
+    assert _saved_programs._package_digest() is not None
+
+
 def test_a_damaged_file_is_exported_again(monkeypatch):
     monkeypatch.setenv("JAXPRIV_SAVED_PROGRAMS", "1")
     event = events.SelfComposed(events.PoissonSampled(0.0311, events.Gaussian(1.71)), 733)
