@@ -1,14 +1,18 @@
-"""The numerical kernels' XLA options (``jaxpriv._numerics.kernel_jit``) against XLA's defaults, side by side.
+"""The numerical kernels' XLA options (``jaxpriv._numerics.kernel_jit``) against XLA's defaults, and tiered
+compilation (``jaxpriv._tiers``) against one optimised form, side by side.
 
-    python bench/compile_options.py [--repeats 3] [--json OUT]
+    python bench/compile_options.py [--repeats 3] [--compare options|tiers] [--json OUT]
 
 Each measurement is a fresh process with the persistent compilation cache off (``JAXPRIV_CACHE_DIR=``), so a
 question's first answer pays its compilations, as a new user's does. The two arms alternate (A B A B …) so
 that a change in machine load hits both alike; the table gives medians over ``--repeats`` pairs and the
-load. ``JAXPRIV_KERNEL_XLA_DEFAULTS=1`` is the "XLA defaults" arm.
+load. ``--compare options`` (the default): ``JAXPRIV_KERNEL_XLA_DEFAULTS=1`` is the "XLA defaults" arm;
+``--compare tiers``: ``JAXPRIV_QUICK_TIER=0`` is the "one form" arm (every kernel compiled at XLA's full
+optimisation level at once).
 
 Workloads (each: CPU seconds of the whole process for the first answer, then the median wall time of a warm
-call on new numbers, which compiles nothing):
+call on new numbers, which compiles nothing, the warm call's second to fourth runs; "hot": its 11th to 13th
+runs, past a tiered kernel's quick calls, where a warm call takes under a second):
 
 * ``pld``: ``accounting.epsilon`` of DP-SGD (q = 0.01, σ = 1.1, T = 1000, δ = 1e-5) by the PLD accountant;
   warm: another setting (q = 0.02, σ = 1.3).
@@ -67,16 +71,26 @@ def _child(workload: str) -> dict:
         t = time.perf_counter()
         answer = warm()
         times.append(time.perf_counter() - t)
-    return {"cold_cpu": cold_cpu, "warm": statistics.median(times),
+    hot = times
+    if statistics.median(times) < 1.0:  # past the quick calls of a tiered kernel (jaxpriv._tiers)
+        hot = []
+        for i in range(12):
+            t = time.perf_counter()
+            warm()
+            if i >= 9:
+                hot.append(time.perf_counter() - t)
+    return {"cold_cpu": cold_cpu, "warm": statistics.median(times), "hot": statistics.median(hot),
             "first": float(np.asarray(first).reshape(-1)[0]),
             "warm_answer_sum": float(np.sum(np.asarray(answer, np.float64)))}
 
 
-def _run(workload: str, defaults: bool) -> dict:
+def _run(workload: str, defaults: bool, compare: str = "options") -> dict:
     env = dict(os.environ, JAXPRIV_CACHE_DIR="")
     env.pop("JAXPRIV_KERNEL_XLA_DEFAULTS", None)
+    env.pop("JAXPRIV_QUICK_TIER", None)
     if defaults:
-        env["JAXPRIV_KERNEL_XLA_DEFAULTS"] = "1"
+        env["JAXPRIV_KERNEL_XLA_DEFAULTS" if compare == "options" else "JAXPRIV_QUICK_TIER"] = (
+            "1" if compare == "options" else "0")
     out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", workload], env=env,
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -87,6 +101,9 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3, help="pairs of fresh processes per workload")
     parser.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated subset of " +
                         ", ".join(WORKLOADS))
+    parser.add_argument("--compare", choices=("options", "tiers"), default="options",
+                        help="options: the kernels' XLA option against XLA's defaults; tiers: tiered compilation "
+                             "(jaxpriv._tiers) against one optimised form (JAXPRIV_QUICK_TIER=0)")
     parser.add_argument("--json", metavar="OUT")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -103,20 +120,23 @@ def main() -> int:
     for _ in range(args.repeats):
         for w in workloads:
             for arm in ("kernel", "defaults"):
-                results[w][arm].append(_run(w, arm == "defaults"))
+                results[w][arm].append(_run(w, arm == "defaults", args.compare))
                 load.append(os.getloadavg()[0])
     print(f"{os.cpu_count()} CPUs, load {min(load):.1f}–{max(load):.1f}; medians over {args.repeats} pair(s)")
-    print(f"{'workload':9} {'cold CPU s: kernel / defaults':>30} {'ratio':>6} {'warm s: kernel / defaults':>28} "
-          f"{'ratio':>6}  agree")
+    names = ("kernel", "defaults") if args.compare == "options" else ("tiered", "one form")
+    print(f"arms: {names[0]} / {names[1]}")
+    print(f"{'workload':9} {'cold CPU s':>20} {'ratio':>6} {'warm s':>20} {'ratio':>6} {'hot s':>20} {'ratio':>6}  agree")
     summary = {}
     for w, arms in results.items():
-        med = {arm: {k: statistics.median(r[k] for r in runs) for k in ("cold_cpu", "warm")} for arm, runs in arms.items()}
+        med = {arm: {k: statistics.median(r[k] for r in runs) for k in ("cold_cpu", "warm", "hot")}
+               for arm, runs in arms.items()}
         equal = all(abs(a[k] - b[k]) <= 1e-9 * abs(b[k]) for a, b in zip(arms["kernel"], arms["defaults"])
                     for k in ("first", "warm_answer_sum"))
         failures += not equal
         k, d = med["kernel"], med["defaults"]
-        print(f"{w:9} {k['cold_cpu']:14.2f} / {d['cold_cpu']:6.2f}      {k['cold_cpu'] / d['cold_cpu']:6.2f} "
-              f"{k['warm']:13.4f} / {d['warm']:7.4f}   {k['warm'] / d['warm']:6.2f}  {equal}")
+        print(f"{w:9} {k['cold_cpu']:11.2f} / {d['cold_cpu']:6.2f} {k['cold_cpu'] / d['cold_cpu']:6.2f} "
+              f"{k['warm']:11.4f} / {d['warm']:6.4f} {k['warm'] / d['warm']:6.2f} "
+              f"{k['hot']:11.4f} / {d['hot']:6.4f} {k['hot'] / d['hot']:6.2f}  {equal}")
         summary[w] = {"median": med, "equal": equal, "runs": arms}
     if args.json:
         with open(args.json, "w") as f:

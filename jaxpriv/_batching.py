@@ -7,11 +7,14 @@ results are gathered into preallocated numpy arrays. A progress bar appears for 
 
 from __future__ import annotations
 
+import contextlib
 from typing import Callable, Sequence
 
 import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from . import _tiers
 
 
 
@@ -214,7 +217,9 @@ def map_chunked(
             else np.concatenate([x[start:stop], np.repeat(x[stop - 1 : stop], size - (stop - start), axis=0)])
             for x in inputs
         ]
-        result = [to_host(r) for r in kernel(*(to_devices(padded, sharding) if shard else padded))]
+        # a sweep's full chunks run the kernels' optimised programs at once (jaxpriv._tiers)
+        with _tiers.optimised() if size >= _tiers.SWEEP_SETTINGS else contextlib.nullcontext():
+            result = [to_host(r) for r in kernel(*(to_devices(padded, sharding) if shard else padded))]
         if outputs is None:
             outputs = [np.empty((n,) + r.shape[1:], dtype=r.dtype) for r in result]
         for out, r in zip(outputs, result):

@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import ndtr
 
-from . import _saved_programs
+from . import _saved_programs, _tiers
 from ._checks import check_values, in_range
 
 __all__ = [
@@ -105,7 +105,7 @@ def _kernel_compiler_options() -> dict:
 KERNEL_COMPILER_OPTIONS = _kernel_compiler_options()
 
 
-def kernel_jit(fun, *, xla_defaults: bool = False, saved: bool = False, **jit_kwargs):
+def kernel_jit(fun, *, xla_defaults: bool = False, saved: bool = False, tiered: bool = False, **jit_kwargs):
     """``jax.jit`` for the package's numerical kernels (accounting, curves, mechanisms, shuffle bounds).
 
     On the CPU they compile with XLA's elemental fusion emitter instead of its newer MLIR fusion emitters:
@@ -120,6 +120,12 @@ def kernel_jit(fun, *, xla_defaults: bool = False, saved: bool = False, **jit_kw
     ``xla_defaults=True``: one whose long summation loops run faster with the newer emitter's code (the
     shuffle clone sums, 16% slower warm with the option, ``bench/compile_options.py``).
 
+    ``tiered=True`` (:mod:`jaxpriv._tiers`): on the CPU the kernel's first calls with one input structure run
+    a program compiled at XLA's optimisation level 0 (about half the compile time, 2–5× the run time), its
+    ninth and later calls, and a sweep's large chunks, the program optimised at level 3, compiled once then.
+    For the PLD accountant's two programs, whose compilation is most of a new question's time; answers of
+    the two tiers differ where LLVM fuses a multiplication and an addition (a PLD ε by ~1e-10 relative).
+
     ``saved=True``: a top-level call's traced program is also kept on disk (:mod:`jaxpriv._saved_programs`),
     so a later process neither traces nor lowers it. For the kernels whose tracing and lowering cost more
     than the ~0.3 s a process pays once to call saved programs (jax.export's CPU lowering loads LAPACK, which
@@ -131,19 +137,22 @@ def kernel_jit(fun, *, xla_defaults: bool = False, saved: bool = False, **jit_kw
       >>> float(kernel_jit(lambda x: jnp.log1p(x) * 2.0)(jnp.float32(0.0)))
       0.0
     """
-    return jax.jit(fun, **jit_kwargs) if xla_defaults else _KernelJit(fun, jit_kwargs, saved)
+    return jax.jit(fun, **jit_kwargs) if xla_defaults else _KernelJit(fun, jit_kwargs, saved, tiered)
 
 
 class _KernelJit:
-    """A kernel's two jitted forms: with :data:`KERNEL_COMPILER_OPTIONS` when called at the top level, and
-    plain when traced inside another program (JAX takes compiler options on top-level programs only; there
-    the kernel is inlined into its caller, which is compiled as one). Attributes (``lower``, ``trace``, ...)
-    are the top-level form's."""
+    """A kernel's jitted forms: with :data:`KERNEL_COMPILER_OPTIONS` when called at the top level (two: the
+    quick and the optimised tier of :mod:`jaxpriv._tiers`), and plain when traced inside another program
+    (JAX takes compiler options on top-level programs only; there the kernel is inlined into its caller,
+    which is compiled as one). Attributes (``lower``, ``trace``, ...) are the optimised form's."""
 
-    def __init__(self, fun, jit_kwargs, saved: bool = False):
+    def __init__(self, fun, jit_kwargs, saved: bool = False, tiered: bool = False):
         self._plain = jax.jit(fun, **jit_kwargs)
-        self._top = (jax.jit(fun, compiler_options=KERNEL_COMPILER_OPTIONS, **jit_kwargs) if KERNEL_COMPILER_OPTIONS
-                     else self._plain)
+        self._tiers = _tiers.Tiers(fun, jit_kwargs, enabled=tiered)
+        self._options = {**KERNEL_COMPILER_OPTIONS, **(_tiers.FULL_OPTIONS if self._tiers.enabled else {})}
+        self._quick_options = {**KERNEL_COMPILER_OPTIONS, **_tiers.QUICK_OPTIONS}
+        self._top = jax.jit(fun, compiler_options=self._options, **jit_kwargs) if self._options else self._plain
+        self._quick = jax.jit(fun, compiler_options=self._quick_options, **jit_kwargs) if self._tiers.enabled else None
         self._saved = _saved_programs.Kernel(fun, jit_kwargs, saved)
         functools.update_wrapper(self, fun)
 
@@ -152,9 +161,14 @@ class _KernelJit:
 
         if not core.trace_ctx.is_top_level():
             return self._plain(*args, **kwargs)
+        return self._tiers.run(args, kwargs, functools.partial(self._call, args, kwargs))
+
+    def _call(self, args, kwargs, quick: bool):
+        # a structure's first calls run the quickly compiled form (jaxpriv._tiers)
+        top, options = (self._quick, self._quick_options) if quick else (self._top, self._options)
         if self._saved.saveable and _saved_programs.enabled():  # a later process skips tracing and lowering
-            return _saved_programs.call(self._saved, self._top, self._plain, KERNEL_COMPILER_OPTIONS, args, kwargs)
-        return self._top(*args, **kwargs)
+            return _saved_programs.call(self._saved, top, self._plain, options, args, kwargs)
+        return top(*args, **kwargs)
 
     def __getattr__(self, name):
         return getattr(self._top, name)

@@ -39,9 +39,9 @@ import numpy as np
 
 __all__ = ["call"]
 
-#: where a key's program is, in this process: a jitted caller of the exported program, or None for a
-#: call that cannot be exported (it takes the ordinary path)
-_MEMORY: dict[str, object] = {}
+#: where a key's program is, in this process, per compiler options (the tiers of :mod:`jaxpriv._tiers`): a
+#: jitted caller of the exported program, or None for a call that cannot be exported (the ordinary path)
+_MEMORY: dict[tuple, object] = {}
 _LEAF_TYPES = (np.ndarray, np.generic, jax.Array, bool, int, float, complex)
 _UNSUPPORTED = ".unsupported"
 #: JAX settings that change what a kernel traces to
@@ -159,9 +159,10 @@ def call(kernel: Kernel, top, plain, options: dict, args: tuple, kwargs: dict):
     key = _key(kernel, static, dynamic_names, treedef, leaves)
     if key is None:
         return top(*args, **kwargs)
-    program = _MEMORY.get(key, False)
+    memory_key = (key, tuple(sorted(options.items())))
+    program = _MEMORY.get(memory_key, False)
     if program is False:
-        program = _MEMORY[key] = _load_or_export(kernel, plain, options, static, dynamic_names, treedef, leaves, key)
+        program = _MEMORY[memory_key] = _load_or_export(kernel, plain, options, static, dynamic_names, treedef, leaves, key)
     return top(*args, **kwargs) if program is None else program(*leaves)
 
 

@@ -6,7 +6,8 @@ and 10⁵ have run, no other size lowers a new program.
 
 Counted: every executable JAX obtains in this process (the ``backend_compile`` event fires once per new
 function and shape, whether XLA compiles it or the persistent cache supplies it), so eager helper
-operations that would compile per shape are caught too. Orders are a short custom list, which keeps each
+operations that would compile per shape are caught too; except, where a test says so, the optimised form
+of a program asked for the ninth time with one structure (:mod:`jaxpriv._tiers`), counted apart. Orders are a short custom list, which keeps each
 kernel small to compile; the kernels' structure does not depend on the list.
 """
 
@@ -20,7 +21,7 @@ import pytest
 from flax import nnx
 
 import jaxpriv
-from jaxpriv import _batching, accounting, calibrate, events, rdp
+from jaxpriv import _batching, _tiers, accounting, calibrate, events, rdp
 from jaxpriv.budgets import scenario
 from jaxpriv.federated import apes, gspa, partition, rpdp, simulator, udpfl
 from jaxpriv.train import data, dpsgd, make_private
@@ -122,7 +123,8 @@ def test_new_pld_questions_compile_one_program_per_grid_size(monkeypatch):
     """The PLD accountant's programs are keyed on structure and grid size only (issue 28): after two
     questions, 20 new DP-SGD settings — ε and δ queries, upper ends and intervals, both neighbouring
     directions each — lower at most one program per grid size (a power of two) they reach that the first
-    two had not, and at most 6 in all. σ, q, T, h, the direction and the query are data."""
+    two had not, and at most 6 in all; besides them, a grid size's programs asked for the ninth time are
+    compiled again optimised, once (jaxpriv._tiers). σ, q, T, h, the direction and the query are data."""
     from jaxpriv.accounting import pld
 
     rungs = []
@@ -140,7 +142,7 @@ def test_new_pld_questions_compile_one_program_per_grid_size(monkeypatch):
 
     accounting.epsilon(dpsgd(0.01, 1.1, 1000), DELTA, accountant="pld")
     accounting.delta_interval(dpsgd(0.02, 1.3, 300), 1.0)
-    seen, before = set(rungs), _lowered[0]
+    seen, before, hot = set(rungs), _lowered[0], _tiers.tier_up_compiles()
     rng = np.random.default_rng(28)
     for i in range(20):
         event = dpsgd(10 ** rng.uniform(-3, -1), rng.uniform(0.8, 2.9), int(10 ** rng.uniform(2, 3.3)))
@@ -153,9 +155,10 @@ def test_new_pld_questions_compile_one_program_per_grid_size(monkeypatch):
         else:
             out = accounting.delta_interval(event, rng.uniform(0.5, 4.0))[1]
         assert np.isfinite(out)
-    new = _lowered[0] - before
+    hot = _tiers.tier_up_compiles() - hot  # a program asked for the 9th time, compiled optimised (once)
+    new = _lowered[0] - before - hot
     reached = set(rungs) - seen
-    assert new <= len(reached) and new <= 6, (new, sorted(seen), sorted(reached))
+    assert new <= len(reached) and new + hot <= 6, (new, hot, sorted(seen), sorted(reached))
 
 
 @pytest.mark.parametrize("refine, orders, steps", [(False, "default", "1299"), (True, "dp_accounting", "1300")])
@@ -197,9 +200,11 @@ def cancer():
 
 
 def _lowered_by(fn):
-    before = _lowered[0]
+    """``fn()`` and the programs it obtained, less the optimised forms of programs that had run their quick
+    calls (jaxpriv._tiers: the same program, compiled again once it is asked for often)."""
+    before, hot = _lowered[0], _tiers.tier_up_compiles()
     out = fn()
-    return out, _lowered[0] - before
+    return out, _lowered[0] - before - (_tiers.tier_up_compiles() - hot)
 
 
 def test_a_second_train_with_another_epsilon_compiles_nothing(cancer):

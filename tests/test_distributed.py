@@ -62,7 +62,10 @@ def _free_port() -> int:
 
 
 def _env(devices: int, **extra) -> dict:
-    return host_devices_env(devices, JAXPRIV_CACHE_DIR=jax.config.jax_compilation_cache_dir or "", **extra)
+    # One tier of the PLD programs in every process (jaxpriv._tiers): which calls of a process run the quick
+    # form depends on how its sweep is cut into chunks, and the tiers' answers differ in the last bits.
+    return host_devices_env(devices, JAXPRIV_CACHE_DIR=jax.config.jax_compilation_cache_dir or "",
+                            JAXPRIV_QUICK_TIER="0", **extra)
 
 
 def _two_processes(command, env: dict) -> list[subprocess.CompletedProcess]:

@@ -37,7 +37,8 @@ SOURCE = pathlib.Path(__file__).resolve().parents[1] / PACKAGE
 #: submodules, so it sits with the highest of them. Every module must have a layer (test below).
 LAYERS = [
     # numerics, validation, batching, lazy loading, the MATH reference, and the two no-JAX specifications
-    ("infrastructure", ["jaxpriv._checks", "jaxpriv._numerics", "jaxpriv._saved_programs", "jaxpriv._batching",
+    ("infrastructure", ["jaxpriv._checks", "jaxpriv._numerics", "jaxpriv._saved_programs", "jaxpriv._tiers",
+                        "jaxpriv._batching",
                         "jaxpriv._lazy", "jaxpriv._docs", "jaxpriv._reference", "jaxpriv.schedule",
                         "jaxpriv.budgets", "jaxpriv.distributed"]),
     # privacy curves (RDP, f-DP)
@@ -269,7 +270,7 @@ def test_the_scanner_sees_an_upward_import(tmp_path, monkeypatch):
 #: matrix products), not long chains of elementwise float64 math; and kernel_jit's own modules (_numerics,
 #: and _saved_programs, which jits a saved kernel with the options kernel_jit hands it)
 _DEFAULT_JIT = ("jaxpriv.train", "jaxpriv.federated", "jaxpriv.reproduce", "jaxpriv.mf", "jaxpriv._numerics",
-                "jaxpriv._saved_programs")
+                "jaxpriv._saved_programs", "jaxpriv._tiers")
 
 
 def test_numerical_kernels_compile_through_kernel_jit():

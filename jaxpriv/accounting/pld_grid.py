@@ -309,7 +309,7 @@ def _probe_one(event, add):
     return jnp.concatenate([jnp.stack([lo, hi]), log_mgf, jnp.stack([jnp.log1p(-pess_inf), mean, var])])
 
 
-@functools.partial(kernel_jit, saved=True)
+@functools.partial(kernel_jit, saved=True, tiered=True)
 def probe(steps, add):
     """Pass 1 over rows: for each step of the (flattened) event, (rows, 2 + len(LAMBDAS) + 3) — see
     :func:`_probe_one`. ``steps``: the list of step events (numbers of shape (rows,)); ``add``: (rows,)."""
@@ -552,7 +552,7 @@ def _row(step_events, step_starts, step_used, step_counts, hh, w0, l_up, l_dn, e
     return jax.lax.cond(query == 1, delta_query, epsilon_query, None)
 
 
-@functools.partial(kernel_jit, static_argnames=("N", "pmf"), saved=True)
+@functools.partial(kernel_jit, static_argnames=("N", "pmf"), saved=True, tiered=True)
 def evaluate(steps, starts, used, counts, h, window_start, lam_up, lam_dn, eta, value, reach, add, query, *, N: int,
              pmf: bool = False):
     """(upper, lower) of ε(δ = value) (``query`` 0) or δ(ε = value) (``query`` 1) for each row, every step
