@@ -17,7 +17,6 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from . import _tiers
 
 
-
 def default_chunk() -> int:
     """Configurations per compiled chunk when the caller names none: 256 on the CPU, 4096 on an accelerator.
 
