@@ -66,6 +66,17 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a module's tests stay together
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _tiers_per_module():
+    """Each module starts with no tier counts (jaxpriv._tiers.reset): whether a call runs a tiered kernel's
+    quick or optimised program then depends on the module's own order, not on which modules pytest-xdist
+    gave its worker before (the tiers' answers differ in the last bits)."""
+    from jaxpriv import _tiers
+
+    _tiers.reset()
+    yield
+
+
 def pytest_addoption(parser):
     parser.addoption("--full", action="store_true",
                      help="run the tests marked slow in their full configuration (CI runs the fast one)")

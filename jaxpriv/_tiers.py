@@ -27,12 +27,13 @@ import contextlib
 import inspect
 import os
 import threading
+import weakref
 from typing import Iterator
 
 import jax
 
 __all__ = ["QUICK_OPTIONS", "FULL_OPTIONS", "TIER_UP_CALLS", "SWEEP_SETTINGS", "Tiers", "optimised",
-           "tier_up_compiles"]
+           "tier_up_compiles", "reset"]
 
 #: top-level calls of one input structure that run the quickly compiled form
 TIER_UP_CALLS = 8
@@ -68,6 +69,16 @@ QUICK_OPTIONS, FULL_OPTIONS = _options()
 
 _local = threading.local()
 _tier_up_compiles = [0]
+_instances: "weakref.WeakSet[Tiers]" = weakref.WeakSet()
+
+
+def reset() -> None:
+    """Forget every program's call counts: each structure's next calls are quick again (their quick programs
+    are compiled already). The test suite calls it before each module, so that which calls of a module run
+    which form depends on that module alone, not on the modules its process ran before."""
+    for tiers in list(_instances):
+        with tiers._lock:
+            tiers._calls.clear()
 
 
 def tier_up_compiles() -> int:
@@ -130,6 +141,7 @@ class Tiers:
         self._numbers, self._names = _static_positions(fun, jit_kwargs)
         self._calls: dict = {}
         self._lock = threading.Lock()
+        _instances.add(self)
 
     def run(self, args: tuple, kwargs: dict, call):
         """``call(quick)`` with ``quick`` saying which form this call of ``args``/``kwargs`` runs."""

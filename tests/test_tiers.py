@@ -110,3 +110,14 @@ def test_the_environment_variable_turns_tiering_off():
         env.pop("JAXPRIV_KERNEL_XLA_DEFAULTS", None)
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
         assert out.stdout.split() == expected.split()
+
+
+def test_reset_makes_a_structure_quick_again():
+    kernel = kernel_jit(_multiply_add, static_argnames="scale", tiered=True)
+    a, b, c = (np.random.default_rng(3).standard_normal(64) for _ in range(3))
+    for _ in range(_tiers.TIER_UP_CALLS + 1):
+        kernel(a, b, c, scale=1.0)
+    assert _fused(kernel(a, b, c, scale=1.0), a, b, c)
+    compiles = _compiles[0]
+    _tiers.reset()
+    assert not _fused(kernel(a, b, c, scale=1.0), a, b, c) and _compiles[0] == compiles  # quick, compiled already
