@@ -52,7 +52,7 @@ def oracle_delta(q, pmf_c, eps):
 # ------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("n, kind", [(40, "uniform"), (700, "uniform"), (2000, "uniform"), (2000, "small"),
+@pytest.mark.parametrize("n, kind", [(40, "uniform"), (700, "uniform"), (2000, "uniform"), (6000, "uniform"), (2000, "small"),
                                      (1500, "few"), (1000, "edges"), (30, "certain")])
 def test_pmf_matches_dp_recursion(n, kind):
     rng = np.random.default_rng(n)
@@ -75,6 +75,34 @@ def test_pmf_matches_dp_recursion(n, kind):
     assert np.all(rel <= w.rel_err[ok])  # the error estimate covers the measured error
     outside = f[:w.lo].sum() + f[w.lo + w.logpmf.size:].sum()
     assert outside <= w.dropped + 1e-300 and w.dropped < 1e-30
+
+
+def test_frequencies_that_underflow_are_skipped_without_changing_a_value(monkeypatch):
+    # 6000 distinct probabilities (variance ~1000): about a quarter of the FFT's frequencies can have |φ_θ| > 0;
+    # the others, evaluated, would underflow to exactly 0, so skipping them changes the values only by the
+    # rounding of XLA's vectorised exp/sin/cos over arrays of another length (a few ulp of the log; the
+    # answer with every frequency evaluated, by patching the count, is the oracle).
+    from jaxpriv.shuffle import poisson_binomial as pb
+
+    p = np.random.default_rng(6000).uniform(size=6000)
+    w = poisson_binomial_logpmf(p)
+    size = 1 << max(6, (2 * w.logpmf.size + 64 - 1).bit_length())
+    assert pb._live_frequencies(size, float(np.sum(p * (1 - p))) * 0.9) <= size // 4  # the cut is real here
+    monkeypatch.setattr(pb, "_live_frequencies", lambda size, var: size // 2 + 1)
+    full = poisson_binomial_logpmf(p)
+    assert w.lo == full.lo and w.dropped == full.dropped and np.array_equal(np.isfinite(w.logpmf), np.isfinite(full.logpmf))
+    assert np.max(np.abs(w.logpmf - full.logpmf)) <= 1e-12  # measured: 2.3e-13 at log values near −100
+    np.testing.assert_allclose(w.rel_err, full.rel_err, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("var, size, live", [(399.0, 4096, 2049), (400.0, 4096, 2049), (2500.0, 4096, 768),
+                                             (401.0, 4096, 2048), (1e6, 1 << 20, 8192)])
+def test_live_frequencies_cover_every_frequency_that_does_not_underflow(var, size, live):
+    from jaxpriv.shuffle import poisson_binomial as pb
+
+    assert pb._live_frequencies(size, var) == live
+    k = np.arange(live, size // 2 + 1)  # the skipped ones: the bound −2 sin²(πk/N)·var is below −800 there
+    assert np.all(-2 * np.sin(np.pi * k / size) ** 2 * var <= -800.0)
 
 
 @pytest.mark.parametrize("n, p", [(1000, 0.3), (10**5, 0.02), (10**7, 0.4)])
