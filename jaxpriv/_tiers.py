@@ -14,7 +14,8 @@ settings in it.
 The choice is deterministic (a count per structure, no clock), so which programs a sequence of calls
 compiles does not depend on the machine's load. Both forms compute the same operations in the same
 order; at -O3 LLVM may fuse a multiplication and an addition into one FMA (one rounding instead of two), so
-a result may differ in its last bits between the tiers (a PLD ε by ~1e-10 relative), as between two XLA
+a result may differ by rounding between the tiers (a DP-SGD PLD ε by ~1e-10 relative, the ε of 1,000 composed
+shuffle rounds by 3e-8: FFT powers amplify it), as between two XLA
 versions: both are evaluations of the same formula, and the accountants' rounding allowances hold for
 either. The trainer's programs are not tiered: a training run is long, and a run resumed from a checkpoint
 must repeat the uninterrupted one bit for bit. CPU only: other backends compile one form. ``JAXPRIV_QUICK_TIER=0`` (read at import) turns it off,
