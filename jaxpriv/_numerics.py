@@ -123,9 +123,8 @@ def kernel_jit(fun, *, xla_defaults: bool = False, saved: bool = False, tiered: 
     ``tiered=True`` (:mod:`jaxpriv._tiers`): on the CPU the kernel's first calls with one input structure run
     a program compiled at XLA's optimisation level 0 (about half the compile time, 2–5× the run time), its
     ninth and later calls, and a sweep's large chunks, the program optimised at level 3, compiled once then.
-    For the PLD accountant's two programs and DP-SGD's two RDP programs, whose compilation is most of a new
-    question's time; answers of the two tiers differ where LLVM fuses a multiplication and an addition (a PLD
-    ε by ~1e-10 relative, an RDP ε by ≤ 1e-14).
+    For the PLD accountant's two programs, whose compilation is most of a new question's time; answers of
+    the two tiers differ where LLVM fuses a multiplication and an addition (a PLD ε by ~1e-10 relative).
 
     ``saved=True``: a top-level call's traced program is also kept on disk (:mod:`jaxpriv._saved_programs`),
     so a later process neither traces nor lowers it. For the kernels whose tracing and lowering cost more

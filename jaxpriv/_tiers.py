@@ -6,7 +6,7 @@ time and runs 2–5× slower (2-core CI machine, ``bench/compile_options.py --ti
 first answer 6.4 → 3.5 s CPU, its warm call 0.08 → 0.29 s; a 20,000-setting RDP sweep 6.6 → 29 s). A
 question asked once (a command, a notebook cell, a test) wants the first; a sweep or a loop asking many
 questions the second. So the kernels declared ``kernel_jit(..., tiered=True)`` (the PLD accountant's
-two programs, and DP-SGD's two RDP programs behind ``dpsgd_epsilon`` and ``jaxpriv epsilon``) are compiled at level 0 for their first :data:`TIER_UP_CALLS` calls of one input structure, and at XLA's full level from
+two programs) are compiled at level 0 for their first :data:`TIER_UP_CALLS` calls of one input structure, and at XLA's full level from
 then on: one more compilation, which the calls that follow repay. Calls inside :func:`optimised` take the optimised form at
 once: :func:`jaxpriv._batching.map_chunked` runs a sweep's chunks of :data:`SWEEP_SETTINGS` or more
 settings in it.

@@ -33,7 +33,7 @@ def dpsgd_epsilon_kernel(q, sigma, steps, delta, orders_key: tuple, conversion: 
     return to_epsilon_kernel(curve, orders, delta, conversion)
 
 
-@functools.partial(kernel_jit, static_argnames=("conversion",), tiered=True)
+@functools.partial(kernel_jit, static_argnames=("conversion",))
 def _dpsgd_epsilon_program(q, sigma, steps, delta, tables, orders, conversion: str = "improved"):
     return to_epsilon_kernel(exact_curve(q, sigma, tables) * steps[:, None], orders, delta, conversion)
 
@@ -127,14 +127,13 @@ def dpsgd_conversions_kernel(q, sigma, steps, delta, orders_key: tuple, iteratio
     one, from one curve: ``(eps, order, eps_classic, order_classic)``; flat (B,) float64 arrays, no
     validation. Each pair is the one :func:`dpsgd_epsilon_kernel` (or the refined kernel) and
     :func:`jaxpriv.rdp.to_epsilon` of the composed curve give (bit for bit as its own program,
-    :func:`dpsgd_conversions_jit`, when both run optimised; a first call's quick form (:mod:`jaxpriv._tiers`)
-    and a caller's program, to XLA's rounding: ≤ 1e-13 relative)."""
+    :func:`dpsgd_conversions_jit`; inside a caller's program, to XLA's rounding of that program)."""
     orders = np.asarray(orders_key)
     curve = subsampled_gaussian_kernel(q, sigma, orders_key) * steps[:, None]
     return _conversions(curve, q, sigma, steps, delta, jnp.asarray(orders), iterations)
 
 
-@functools.partial(kernel_jit, static_argnames=("iterations",), tiered=True)
+@functools.partial(kernel_jit, static_argnames=("iterations",))
 def _dpsgd_conversions_program(q, sigma, steps, delta, tables, orders, iterations: int = 0):
     return _conversions(exact_curve(q, sigma, tables) * steps[:, None], q, sigma, steps, delta, orders, iterations)
 
