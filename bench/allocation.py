@@ -15,9 +15,10 @@ the same way on ``epsilon_lower_bound`` (its "interval" is [lower bound, ∞)).
     python bench/allocation.py --many 100   # also: 100 distinct σ of balls in bins in one call
 
 ``--many N`` times one epsilon_interval call over N distinct settings (t = 100 steps per epoch, 10 epochs,
-σ = linspace(1.0, 1.5, N)) in a fresh process, with the round laws as they are computed now (each distinct
-setting once, on up to 8 threads, a cache of 1,024) and, for comparison, as before (a cache of 64 and one
-thread: the PLD interval's second pass over a batch recomputed every setting beyond 64).
+σ = linspace(1.0, 1.5, N)) in a fresh process, after a warm-up call of the same batch size at one σ (so the
+figure is the round laws and the composition, not compilation); ``--many N --before`` also times the round
+laws as computed before stop 41 (a cache of 64 and one thread: the PLD interval's second pass over a batch
+recomputed every setting beyond 64).
 """
 
 from __future__ import annotations
@@ -71,11 +72,13 @@ if before:  # the round laws as computed before: a cache of 64 settings, one thr
     allocation.round_laws = functools.lru_cache(64)(allocation.round_laws.__wrapped__)
     allocation._MAX_THREADS = 1
 make = lambda s: events.SelfComposed(events.RandomAllocation(1, 100, events.Gaussian(s)), 10)
+t0 = time.perf_counter(); c0 = time.process_time()
 accounting.epsilon_interval(make(np.full(count, 3.0)), 1e-5)  # compile the programs first (same batch size)
 t1 = time.perf_counter(); c1 = time.process_time()
 lower, upper = accounting.epsilon_interval(make(np.linspace(1.0, 1.5, count)), 1e-5)
 print(json.dumps({"wall_s": time.perf_counter() - t1, "cpu_s": time.process_time() - c1,
-                  "upper_max": float(np.max(upper))}))
+                  "warmup_wall_s": t1 - t0, "warmup_cpu_s": c1 - c0, "upper_max": float(np.max(upper)),
+                  "width_max": float(np.max((upper - lower) / upper))}))
 """
 
 
@@ -97,13 +100,15 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", help="write the results to this file")
     parser.add_argument("--many", type=int, metavar="N", help="only time N distinct balls-in-bins settings in one call")
+    parser.add_argument("--before", action="store_true", help="with --many: also time the round laws' old caching")
     args = parser.parse_args(argv)
     if args.many:
         print(f"load average at start: {os.getloadavg()[0]:.2f}; {os.cpu_count()} cores")
-        for before in (True, False):
+        for before in (True, False) if args.before else (False,):
             r = many(args.many, before)
             print(f"{'before' if before else 'now'}: {args.many} settings in {r['wall_s']:.1f} s ({r['cpu_s']:.1f} CPU s), "
-                  f"largest ε {r['upper_max']:.4f}")
+                  f"after a warm-up call of {r['warmup_wall_s']:.1f} s ({r['warmup_cpu_s']:.1f} CPU s); "
+                  f"largest ε {r['upper_max']:.4f}, widest interval {100 * r['width_max']:.2f}% of its upper end")
         print(f"load average at end: {os.getloadavg()[0]:.2f}")
         return 0
     rows, ok = [], True

@@ -8,7 +8,9 @@ jaxpriv.mechanisms.allocation:
 * k of t > 1: every one of the C(t, k) placements enumerated in the likelihood ratio e_k(Y)/C(t, k)
   (Monte Carlo over the noise);
 * the papers' claim, on our numbers: one pass of balls in bins per epoch is no less private than Poisson
-  sampling at rate 1/t for DP-SGD settings of the guide (docs/guide.md).
+  sampling at rate 1/t for DP-SGD settings of the guide (docs/guide.md);
+* published values: the exact total variation of E epochs (Ertan & van Dijk 2026, Table 11) and
+  dp_accounting's random-allocation accountant (pull request #414, its pinned test value).
 """
 
 import itertools
@@ -158,6 +160,43 @@ def test_balls_in_bins_no_less_private_than_poisson(q, sigma, steps):
     _, allocation_upper = accounting.epsilon_interval(allocation_event, 1e-5)
     poisson_lower, _ = accounting.epsilon_interval(poisson_event, 1e-5)
     assert allocation_upper < poisson_lower
+
+
+def _closed_form_sigma(lam, m, epochs):
+    """Ertan & van Dijk's closed-form σ for a total-variation target λ (their Corollary 3.4):
+    ½·√((1 + (e^{1/σ²} − 1)/m)^E − 1) = λ, solved for σ."""
+    return np.log1p(m * ((1 + 4 * lam * lam) ** (1 / epochs) - 1)) ** -0.5
+
+
+def test_published_values():
+    """Numbers the papers print, from their settings (all of them: bench/allocation_published.py).
+
+    Ertan & van Dijk 2026 ("Closed-Form Noise Calibration Against Membership Inference for Random-Allocation
+    DP-SGD"), Table 11: the exact total variation of E epochs of random allocation (m steps per epoch, a fresh
+    allocation each epoch, their zero-out pair = add/remove of one example) by their Theorem 4.1, at the
+    closed-form σ of a target λ, to 5 decimals. d_TV = δ(0) in either direction, so our certified δ(0)
+    interval must hold it (conservative: upper end ≥ it) and be tight: upper end within 1% above it, except
+    at σ = 0.57 where the remove side's lattice is coarse (MATH §11.2: a window reaching e^{s²/2+8s} on at most
+    2²⁰ nodes) and it is 5.9% above.
+
+    dp_accounting's random-allocation accountant (google/differential-privacy pull request #414,
+    pld_privacy_accountant_test.py::test_random_allocation_basic): 10 of 100 steps, σ = 2, δ = 1e-6 →
+    ε = 2.4265, its pessimistic PLD estimate (grid 1e-4) of the same reduction to ten rounds of one-of-ten
+    as ours (MATH §11.3). It is an upper bound of the same quantity, so our lower end lies below it; our
+    upper end is within 0.5% of it."""
+    table_11 = np.array([  # (λ, m, E, σ as printed, exact d_TV)
+        (0.10, 100, 10, 1.7370, 0.07885), (0.10, 500, 40, 1.5829, 0.07887), (0.20, 250, 20, 0.9752, 0.15223),
+        (0.20, 500, 10, 0.6840, 0.14923), (0.35, 100, 40, 1.2003, 0.24724), (0.35, 500, 10, 0.5716, 0.22923)])
+    lam, m, epochs, printed, exact = table_11.T
+    sigma = _closed_form_sigma(lam, m, epochs)
+    np.testing.assert_allclose(sigma, printed, atol=5e-5)  # the σ the table prints, to its 4 decimals
+    event = ev.SelfComposed(ev.RandomAllocation(1, m.astype(int), ev.Gaussian(sigma)), epochs.astype(int))
+    lower, upper = accounting.delta_interval(event, 0.0)
+    assert np.all(upper >= exact - 5e-6) and np.all(lower <= exact + 5e-6)  # the exact values, to their rounding
+    assert np.all(upper <= np.where(sigma < 0.6, 1.07, 1.01) * exact)
+
+    lower, upper = accounting.epsilon_interval(ev.RandomAllocation(10, 100, ev.Gaussian(2.0)), 1e-6)
+    assert lower <= 2.4265 and abs(upper - 2.4265) <= 0.005 * 2.4265
 
 
 def test_calibrate_finds_sigma_for_allocation():
