@@ -56,9 +56,10 @@ class PrivateTrainer:
                  target_epsilon, total_steps, seed, microbatch_size, steps_per_epoch=None, sampling=None,
                  steps_per_example=1):
         from .._numerics import derive_seeds
-        from .dpsgd import GroupAccountant, noise_numbers, sample_block_size, step_program, trainer_sampler
+        from .dpsgd import (GroupAccountant, allocation_sampler, noise_numbers, sample_block_size, step_program,
+                            trainer_sampler)
         from .plan import AllocationAccountant, FixedSizeAccountant
-        from .sampling import AllocationSampler, FixedSizeSampler
+        from .sampling import FixedSizeSampler
 
         self.model = model
         self.sample_rate, self.noise_multiplier = float(sample_rate), float(noise_multiplier)
@@ -81,8 +82,7 @@ class PrivateTrainer:
         else:
             self.accountant = AllocationAccountant(steps_per_epoch, self.noise_multiplier, self.delta,
                                                    steps_per_example=steps_per_example)
-            self._sampler = AllocationSampler(n, steps_per_epoch=steps_per_epoch, seed=sampler_seed,
-                                              steps_per_example=steps_per_example)
+            self._sampler = allocation_sampler(n, steps_per_epoch, steps_per_example, sampler_seed, self.total_steps)
         self._block, self._batches = sample_block_size(n), []
         from .. import events
         from .noise import noise_transform
