@@ -340,10 +340,21 @@ def test_make_private_sampling_bad_input(kwargs, match):
     (dict(n=10, steps_per_epoch=2, seed=-1), "seed must lie in"),
 ])
 def test_allocation_sampler_bad_input(kwargs, match):
+    from jaxpriv.train.dpsgd import allocation_sampler
     from jaxpriv.train.sampling import AllocationSampler
 
     with pytest.raises(ValueError, match=match):
         AllocationSampler(**kwargs)
+    with pytest.raises(ValueError, match=match):  # the trainer's sampler checks the same, before its buckets
+        allocation_sampler(kwargs["n"], kwargs["steps_per_epoch"], 1, seed=kwargs["seed"], steps=10)
+
+
+@pytest.mark.parametrize("steps, match", [(-1, r"steps must lie in \[0.0, inf\)"), (2.5, "steps must be an integer")])
+def test_trainer_allocation_sampler_bad_steps(steps, match):
+    from jaxpriv.train.dpsgd import allocation_sampler
+
+    with pytest.raises(ValueError, match=match):
+        allocation_sampler(10, 2, 1, seed=0, steps=steps)
 
 
 @pytest.mark.parametrize("args, kwargs, match", [

@@ -33,7 +33,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from .._numerics import derive_seeds
+from .._numerics import check_array, derive_seeds
 from .checkpoint import arrays_to_tree, leaves_to_arrays, load_checkpoint, run_fingerprint, save_checkpoint
 from .config import DPSGDConfig, check_config
 from .data import as_dataset
@@ -170,7 +170,10 @@ def allocation_sampler(n: int, steps_per_epoch: int, steps_per_example: int, see
       >>> allocation_sampler(1024, 4, 1, seed=0, steps=100).buckets == trainer_sampler([0.25] * 1024, 0, 100).buckets
       True
     """
-    buckets = trainer_sampler(np.full(n, steps_per_example / steps_per_epoch), seed, steps).buckets
+    check_array("steps", steps, 0.0, np.inf, integer=True)
+    checked = AllocationSampler(n, steps_per_epoch=steps_per_epoch, seed=seed, steps_per_example=steps_per_example)
+    buckets = trainer_sampler(np.full(checked.n, checked.steps_per_example / checked.steps_per_epoch), seed,
+                              steps).buckets
     return AllocationSampler(n, steps_per_epoch=steps_per_epoch, seed=seed, buckets=buckets,
                              steps_per_example=steps_per_example)
 
