@@ -13,6 +13,7 @@ the same way on ``epsilon_lower_bound`` (its "interval" is [lower bound, ∞)).
     python bench/allocation.py              # three settings, ~3-6 min on 2 cores
     python bench/allocation.py --json OUT
     python bench/allocation.py --many 100   # also: 100 distinct σ of balls in bins in one call
+    python bench/allocation.py --small-noise   # σ ≤ 0.6 (Chua et al.'s regime): one epoch at δ = 1e-7
 
 ``--many N`` times one epsilon_interval call over N distinct settings (t = 100 steps per epoch, 10 epochs,
 σ = linspace(1.0, 1.5, N)) in a fresh process, after a warm-up call of the same batch size at one σ (so the
@@ -29,6 +30,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 SETTINGS = [(0.01, 1.1, 10_000), (0.1, 2.9, 1_000), (0.001, 0.8, 10_000)]  # (q, σ, T)
 DELTA = 1e-5
@@ -82,6 +84,25 @@ print(json.dumps({"wall_s": time.perf_counter() - t1, "cpu_s": time.process_time
 """
 
 
+SMALL_NOISE = [(0.5, 100), (0.6, 200), (0.5, 1563), (0.4, 1563), (0.3, 1563)]  # (σ, t): one epoch, δ = 1e-7
+
+
+def small_noise() -> None:
+    """One epoch of balls in bins beside Poisson sampling at rate 1/t for t steps, at small σ and δ = 1e-7
+    (t = 1563 is Chua et al.'s SCL-8192 setting, which Feldman & Shenfeld's Fig. 8 uses with σ ∈ [0.1, 0.5])."""
+    from jaxpriv import accounting, events
+
+    print("| σ | t | balls in bins ε [lower, upper] | Poisson ε [lower, upper] | CPU s (both) |")
+    print("|---|---|---|---|---|")
+    for sigma, t in SMALL_NOISE:
+        c = time.process_time()
+        bins = accounting.epsilon_interval(events.RandomAllocation(1, t, events.Gaussian(sigma)), 1e-7)
+        poisson = accounting.epsilon_interval(
+            events.SelfComposed(events.PoissonSampled(1 / t, events.Gaussian(sigma)), t), 1e-7)
+        print(f"| {sigma:g} | {t} | [{float(bins[0]):.4f}, {float(bins[1]):.4f}] "
+              f"| [{float(poisson[0]):.4f}, {float(poisson[1]):.4f}] | {time.process_time() - c:.1f} |")
+
+
 def many(count: int, before: bool) -> dict:
     done = subprocess.run([sys.executable, "-c", _MANY, json.dumps([count, before])], capture_output=True, text=True,
                           check=True)
@@ -101,7 +122,13 @@ def main(argv=None) -> int:
     parser.add_argument("--json", help="write the results to this file")
     parser.add_argument("--many", type=int, metavar="N", help="only time N distinct balls-in-bins settings in one call")
     parser.add_argument("--before", action="store_true", help="with --many: also time the round laws' old caching")
+    parser.add_argument("--small-noise", action="store_true", help="only one epoch at small σ beside Poisson")
     args = parser.parse_args(argv)
+    if args.small_noise:
+        print(f"load average at start: {os.getloadavg()[0]:.2f}; {os.cpu_count()} cores")
+        small_noise()
+        print(f"load average at end: {os.getloadavg()[0]:.2f}")
+        return 0
     if args.many:
         print(f"load average at start: {os.getloadavg()[0]:.2f}; {os.cpu_count()} cores")
         for before in (True, False) if args.before else (False,):

@@ -119,13 +119,28 @@ def mc_deltas(sigma, t, rounds, eps, k=1, samples=200_000, seed=0):
     return out
 
 
-@pytest.mark.parametrize("sigma, t, rounds, eps", [(1.5, 8, 3, 0.5), (1.0, 4, 2, 1.0)])
+@pytest.mark.parametrize("sigma, t, rounds, eps", [(1.5, 8, 3, 0.5), (1.0, 4, 2, 1.0), (0.5, 100, 1, 2.0)])
 def test_composed_rounds_against_monte_carlo(sigma, t, rounds, eps):
     (rem, rem_hw), (add, add_hw) = mc_deltas(sigma, t, rounds, eps)
     event = ev.SelfComposed(ev.RandomAllocation(1, t, ev.Gaussian(sigma)), rounds)
     lower, upper = accounting.delta_interval(event, eps)
     assert upper >= max(rem - rem_hw, add - add_hw)  # never below the truth
     assert lower <= max(rem + rem_hw, add + add_hw)
+
+
+def test_small_noise_has_a_finite_tight_upper_end():
+    """σ = 0.5, t = 100 at δ = 1e-7 (Chua et al.'s and Feldman & Shenfeld's regime, σ ≤ 0.5): the remove
+    direction's P-masses are computed directly (MATH §11.2), so their rounding allowance is the Q-law's ℓ1
+    bound (~1e-10), not that bound times the window's largest X (1.6·10⁴ here), which was 3e-6 of P-mass at
+    ∞ per round and made every ε at δ ≤ 1e-6 infinite. The interval is now finite, 0.2% wide, and below
+    Poisson sampling's at rate 1/t, as the papers claim."""
+    event = ev.RandomAllocation(1, 100, ev.Gaussian(0.5))
+    lower, upper = accounting.epsilon_interval(event, 1e-7)
+    poisson_lower, _ = accounting.epsilon_interval(ev.SelfComposed(ev.PoissonSampled(0.01, ev.Gaussian(0.5)), 100),
+                                                   1e-7)
+    assert np.isfinite(upper) and upper - lower < 0.01 * upper and upper < poisson_lower
+    _, masses = allocation.round_laws(0.5, 100)["remove_upper"]
+    assert masses[-1] < 1e-8  # the P-mass at +∞
 
 
 def test_k_of_t_is_bounded_by_its_reduction_against_every_placement():

@@ -22,8 +22,11 @@ sum of independent offsets in [−g/2, g/2] whose mean is known, so Bernstein's 
 with Pr[F < c] ≤ η (remove) or Pr[F > c] ≤ η (add); the shifted law with η of its mass taken off its top is
 dominated (the argument of :mod:`jaxpriv.events.sampling`'s dominated side).
 
-The laws are computed on the host in float64 (numpy FFTs with a normwise rounding allowance that goes to
-+∞ on the upper side and off the top on the lower side), then merged onto at most ``ATOMS`` loss bins:
+The remove direction's upper law is computed as a P-law directly, the Q-law of m − 1 spread summands
+convolved with the tilted summand y·q(y) (E_Q[Y_m; S] = (S/m)·Q(S)), so its rounding allowance is an ℓ1
+bound on P-masses rather than a Q-mass bound scaled by the window's largest X. The laws are computed on the
+host in float64 (numpy FFTs with a normwise rounding allowance that goes to +∞ on the upper side and off the
+top on the lower side), then merged onto at most ``ATOMS`` loss bins:
 upper by splitting each atom between its bin's ends keeping E_P[e^{−L}] (a spread of e^{−L}, whose
 hockey-stick integrand (1 − e^ε e^{−L}·…)₊ is convex), lower by one atom per bin at the P-weighted mean of
 e^{−L} (Jensen the other way).
@@ -115,7 +118,7 @@ def _cell_sums(nodes, nu, s):
 
 def _spread(nodes, nu, s):
     """Connect-the-dots law of Y on the lattice (a mean-preserving spread) and the P-mass it leaves at ∞
-    (the mean above the top node), with a bound on the rounding of both."""
+    (the mean above the top node), with a bound on the rounding of each node's weight."""
     g = nodes[1] - nodes[0]
     mass, excess, tail_mass, tail_excess, mass_err, excess_err = _cell_sums(nodes, nu, s)
     up = excess / g
@@ -124,8 +127,11 @@ def _spread(nodes, nu, s):
     law[:-1] += np.maximum(mass - up, 0.0)
     law[-1] += tail_mass
     # each weight: its share of the cell's rounding (and one more ulp for the division and subtraction)
-    rounding = float(np.sum(2 * excess_err / g + mass_err + 2 * _U * mass))
-    return law, tail_excess, rounding
+    node_err = np.zeros(nodes.size)
+    node_err[1:] += excess_err / g + _U * up
+    node_err[:-1] += mass_err + excess_err / g + _U * mass
+    node_err[-1] += 4 * _U * tail_mass
+    return law, tail_excess, node_err
 
 
 def _nearest(nodes, nu, s):
@@ -252,12 +258,10 @@ def _round_laws(sigma: float, m: int) -> dict:
     sd_y = math.sqrt(math.expm1(s * s))
     bulk = m + 12.0 * math.sqrt(m) * sd_y  # the sum's bulk under Q
 
-    # remove, upper: the spread summed over a window that reaches one summand far in the tail of its P-law
-    # (log Y' ~ N(s²/2, s²)); the mean that leaves the lattice becomes P-mass at ∞
-    top = bulk + math.exp(s * s / 2 + 8.0 * s)
-    nodes, total, beyond, err = _spread_sum(m, s, sd_y, top)
-    x = nodes[1:] / m  # the likelihood ratio X at each node of S
-    remove_upper = (np.log(x), x * total[1:], beyond / m + err * (2 * top / m + 1))
+    # remove, upper: the P-law of the spread sum, over a window that reaches one summand far in the tail of
+    # its P-law (log Y' ~ N(s²/2, s²)); what leaves the lattice becomes P-mass at ∞
+    nodes, p_law, p_inf = _tilted_sum(m, s, sd_y, bulk + math.exp(s * s / 2 + 8.0 * s))
+    remove_upper = (np.log(nodes[1:] / m), p_law[1:], p_inf)  # node 0 (X = 0) holds no P-mass
 
     # add, upper: X only matters up to a few e^{−ε}, and sums folded down onto the top only raise
     # E_Q[(1 − e^ε X)₊]: a window on the bulk, finer
@@ -310,9 +314,31 @@ def _spread_sum(m: int, s: float, sd_y: float, top: float):
     lattice in units of S — each summand's tail above the top and the excess of the sums folded onto it —
     and the ℓ1 rounding bound of the law)."""
     g, nodes = _lattice(top, sd_y)
-    spread, tail_excess, spread_err = _spread(nodes, -s * s / 2, s)
+    spread, tail_excess, node_err = _spread(nodes, -s * s / 2, s)
     total, excess, fft_err = _power(spread, m, nodes.size, fold_top=True)
-    return nodes, total, m * tail_excess + excess * g, fft_err + m * spread_err
+    return nodes, total, m * tail_excess + excess * g, fft_err + m * float(node_err.sum())
+
+
+def _tilted_sum(m: int, s: float, sd_y: float, top: float):
+    """The remove direction's upper law as a P-law: the sum S of m spread summands over [0, top] under P,
+    which is the Q-law of m − 1 of them convolved with the tilted summand y·q(y) (P = X·Q with X = S/m, and
+    by symmetry E_Q[Y_m; S] = (S/m)·Q(S)). Returns (nodes, P-law on them, P-mass at ∞: the tilted summand's
+    mean above the top, the sums that leave the window, and every rounding as ℓ1 bounds on P-masses).
+    Computing P-masses directly keeps their rounding at the Q-law's ℓ1 bound; multiplying a Q-law by X, as
+    before, scaled it by the window's largest X (top/m: 10⁴ and more at σ ≤ 0.7)."""
+    g, nodes = _lattice(top, sd_y)
+    spread, tail_excess, node_err = _spread(nodes, -s * s / 2, s)
+    tilted = nodes * spread  # the P-law of one summand; its missing mass is the mean above the top
+    tilted_err = float(np.sum(nodes * node_err)) + _U * float(np.sum(tilted))
+    if m == 1:
+        return nodes, tilted, tail_excess + tilted_err
+    # the other m − 1 summands under Q; sums beyond the window are dropped (nonnegative summands: a partial
+    # sum beyond it means the whole one is), and their mass, at most 1 − what remains, goes to ∞
+    rest, _, fft_err = _power(spread, m - 1, nodes.size, fold_top=False)
+    rest_err = fft_err + (m - 1) * float(node_err.sum())
+    law, beyond, conv_err = _convolve(rest, tilted, nodes.size)
+    left = max(1.0 - float(np.sum(rest)), 0.0) + rest_err
+    return nodes, law, tail_excess + left + float(np.sum(beyond)) + rest_err + tilted_err + conv_err
 
 
 def _rounded_sum(m: int, s: float, sd_y: float, top: float, with_p: bool):
