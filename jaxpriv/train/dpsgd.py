@@ -163,7 +163,17 @@ def allocation_sampler(n: int, steps_per_epoch: int, steps_per_example: int, see
     """The random-allocation sampler :func:`train` and :func:`~jaxpriv.train.make_private` draw with: a step's
     batch size has the binomial law of Poisson sampling at rate k/t, so it takes :func:`trainer_sampler`'s
     buckets at that rate (the μ + 3σ bucket first: 344 → 304 padded rows at N = 8192, B = 256, measured in
-    ``bench/sampling_step.py``).
+    ``bench/sampling_step.py``). MATH §11.4.
+
+    Args:
+      n: number of records, an integer ≥ 1.
+      steps_per_epoch: t, an integer ≥ 1.
+      steps_per_example: k, an integer in [1, t] (1: balls in bins).
+      seed: the sampler's seed, an integer ≥ 0.
+      steps: the run's planned steps, an integer ≥ 0 (long runs get finer buckets, as Poisson's).
+
+    Returns:
+      An :class:`~jaxpriv.train.sampling.AllocationSampler`; a ValueError names any argument out of range.
 
     Example:
       >>> from jaxpriv.train.dpsgd import allocation_sampler, trainer_sampler
