@@ -17,9 +17,7 @@ the same way on ``epsilon_lower_bound`` (its "interval" is [lower bound, ∞)).
 
 ``--many N`` times one epsilon_interval call over N distinct settings (t = 100 steps per epoch, 10 epochs,
 σ = linspace(1.0, 1.5, N)) in a fresh process, after a warm-up call of the same batch size at one σ (so the
-figure is the round laws and the composition, not compilation); ``--many N --before`` also times the round
-laws as computed before stop 41 (a cache of 64 and one thread: the PLD interval's second pass over a batch
-recomputed every setting beyond 64).
+figure is the round laws and the composition, not compilation).
 """
 
 from __future__ import annotations
@@ -65,14 +63,10 @@ print(json.dumps({"cold_s": t2 - t1, "cold_cpu_s": c2 - c1, "warm_s": t3 - t2, "
 
 
 _MANY = """
-import functools, json, sys, time
+import json, sys, time
 import numpy as np
 from jaxpriv import accounting, events
-from jaxpriv.mechanisms import allocation
-count, before = json.loads(sys.argv[1])
-if before:  # the round laws as computed before: a cache of 64 settings, one thread
-    allocation.round_laws = functools.lru_cache(64)(allocation.round_laws.__wrapped__)
-    allocation._MAX_THREADS = 1
+count = json.loads(sys.argv[1])
 make = lambda s: events.SelfComposed(events.RandomAllocation(1, 100, events.Gaussian(s)), 10)
 t0 = time.perf_counter(); c0 = time.process_time()
 accounting.epsilon_interval(make(np.full(count, 3.0)), 1e-5)  # compile the programs first (same batch size)
@@ -103,8 +97,8 @@ def small_noise() -> None:
               f"| [{float(poisson[0]):.4f}, {float(poisson[1]):.4f}] | {time.process_time() - c:.1f} |")
 
 
-def many(count: int, before: bool) -> dict:
-    done = subprocess.run([sys.executable, "-c", _MANY, json.dumps([count, before])], capture_output=True, text=True,
+def many(count: int) -> dict:
+    done = subprocess.run([sys.executable, "-c", _MANY, json.dumps(count)], capture_output=True, text=True,
                           check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -121,7 +115,6 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", help="write the results to this file")
     parser.add_argument("--many", type=int, metavar="N", help="only time N distinct balls-in-bins settings in one call")
-    parser.add_argument("--before", action="store_true", help="with --many: also time the round laws' old caching")
     parser.add_argument("--small-noise", action="store_true", help="only one epoch at small σ beside Poisson")
     args = parser.parse_args(argv)
     if args.small_noise:
@@ -131,11 +124,10 @@ def main(argv=None) -> int:
         return 0
     if args.many:
         print(f"load average at start: {os.getloadavg()[0]:.2f}; {os.cpu_count()} cores")
-        for before in (True, False) if args.before else (False,):
-            r = many(args.many, before)
-            print(f"{'before' if before else 'now'}: {args.many} settings in {r['wall_s']:.1f} s ({r['cpu_s']:.1f} CPU s), "
-                  f"after a warm-up call of {r['warmup_wall_s']:.1f} s ({r['warmup_cpu_s']:.1f} CPU s); "
-                  f"largest ε {r['upper_max']:.4f}, widest interval {100 * r['width_max']:.2f}% of its upper end")
+        r = many(args.many)
+        print(f"{args.many} settings in {r['wall_s']:.1f} s ({r['cpu_s']:.1f} CPU s), "
+              f"after a warm-up call of {r['warmup_wall_s']:.1f} s ({r['warmup_cpu_s']:.1f} CPU s); "
+              f"largest ε {r['upper_max']:.4f}, widest interval {100 * r['width_max']:.2f}% of its upper end")
         print(f"load average at end: {os.getloadavg()[0]:.2f}")
         return 0
     rows, ok = [], True
