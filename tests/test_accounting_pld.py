@@ -621,6 +621,46 @@ def test_a_setting_on_the_largest_grid_is_not_recomputed(monkeypatch):
     assert (lower_max <= upper).all() and (lower <= upper_max).all()
 
 
+def test_a_direction_below_the_other_is_not_refined(monkeypatch):
+    """At small σ the remove direction's ε lies far above the add direction's: a refinement round recomputes
+    only the remove direction (the add direction's upper end is below the setting's lower end, so it
+    decides neither end), and the interval is the one refining both directions gives, to the bit."""
+    from jaxpriv.accounting import pld as pld_module
+
+    event = dpsgd(0.05, 0.5, 300)
+    computed = []
+    run, interval_at = pld_module._run, pld_module._interval_at
+    monkeypatch.setattr(pld_module, "_run", lambda *a, skip=None, **k: computed.append(
+        a[3].size if skip is None else int((~skip).sum())) or run(*a, skip=skip, **k))
+    lower, upper = accounting.epsilon_interval(event, 1e-5, tolerance=1e-3)
+    assert computed == [2, 1]  # both directions, then the remove direction alone
+    assert (upper - lower) / upper <= 1e-3
+    computed.clear()
+    monkeypatch.setattr(pld_module, "_interval_at", lambda *a: interval_at(*a[:6]))  # every direction, every round
+    both = accounting.epsilon_interval(event, 1e-5, tolerance=1e-3)
+    assert computed == [2, 2]
+    np.testing.assert_array_equal(both, (lower, upper))
+
+
+@pytest.mark.parametrize("lattice, span, h_req", [(0.3, 40.0, 2.8e-6), (0.3, 40.0, 1e-3), (0.05, 1e3, 1e-7),
+                                                  (1.0, 2.0, 1e-9)])
+def test_a_lattice_grid_keeps_the_window_inside_the_largest_grid(lattice, span, h_req):
+    """Snapping h to a/2^j (every atom of a lattice a a node) rounds h down, except where the window would
+    then need more than the largest grid (it would wrap around, and the interval become useless, e.g. [0,
+    0.55] for an ε of 0.0014): there it takes the finest a/2^j that fits."""
+    from jaxpriv.accounting import pld as pld_module
+
+    extra = np.array([0.0])
+    h, N = pld_module._spacing(np.array([span]), np.array([1.0]), np.array([h_req]), np.array([lattice]), extra)
+    margin = pld_module._MARGIN
+    assert N[0] <= pld_module.MAX_GRID and span / h[0] + margin <= N[0]  # the window fits its grid
+    j = math.log2(lattice / h[0])
+    assert j == round(j)  # a lattice fraction
+    fits = span / (lattice / 2.0 ** (j + 1)) + margin <= pld_module.MAX_GRID
+    assert h[0] <= h_req or not fits  # as fine as asked, or the finest that fits
+    assert h[0] > h_req or h[0] * 2 > h_req  # and no finer than needed
+
+
 @pytest.mark.slow
 def test_best_is_min_of_both_on_a_batch(full):
     q = np.array([[0.005], [0.02], [0.2]]) if full else np.array([[0.02], [0.2]])

@@ -96,12 +96,14 @@ def interval(event, value, *, query: str, discretization=None, tolerance=None, c
     ``discretization``: a fixed grid spacing h (else the accuracy-driven default of the module docstring).
     ``tolerance``: settings whose interval is wider than this fraction of its upper end are recomputed on
     finer grids (up to three rounds; h falls as the square root of the width asked, since both ends move
-    with h²); both ends of every round are valid, so the tightest are kept."""
+    with h²); both ends of every round are valid, so each direction keeps its tightest, and a round
+    recomputes only the directions that can move the setting's ends (MATH §7.3)."""
     B = value.shape[0]
     if not components(event):  # nothing released: ε = 0 at every δ, δ = 0 at every ε
         return np.zeros(B), np.zeros(B)
     fixed = None if discretization is None else np.full(B, float(discretization))
-    upper, low, h, N = _interval_at(event, value, fixed, query, chunk_size, progress)
+    up, lo, h, N = _interval_at(event, value, fixed, query, chunk_size, progress)  # each (directions, B)
+    upper, low = up.max(0), lo.max(0)
     if tolerance is None or discretization is not None:
         return upper, low
     before = np.full(B, np.inf)
@@ -109,17 +111,21 @@ def interval(event, value, *, query: str, discretization=None, tolerance=None, c
         width = _width(upper, low)
         # a δ below ~1e-10 is as wide as the FFT's absolute rounding allowance, which no grid narrows; and a
         # width the last finer grid barely narrowed is the steps' own (e.g. a table step's bounding laws)
-        # and a setting already on the largest grid in both directions cannot have a finer one
-        helps = ((upper > _DELTA_FLOOR if query == "delta" else True) & (width < _STALLED * before)
-                 & (N < MAX_GRID))
-        redo = np.nonzero((width > tolerance) & helps)[0]
+        helps = (upper > _DELTA_FLOOR if query == "delta" else True) & (width < _STALLED * before)
+        # per direction: one on the largest grid cannot have a finer one, and one whose upper end lies below
+        # the setting's lower end decides neither end (its ε or δ is below the setting's)
+        wanted = (width > tolerance) & helps & (N < MAX_GRID) & (up >= low)
+        redo = np.nonzero(wanted.any(0))[0]
         if redo.size == 0:
             break
         before = width
         factor = np.clip(np.sqrt(width[redo] / (0.6 * tolerance)), 1.5, 16.0)
         sub = ev.map_numbers(event, lambda _, x: np.asarray(x)[redo] if np.ndim(x) else x)
-        up, lo, hh, NN = _interval_at(sub, value[redo], h[redo] / factor, query, chunk_size, progress)
-        upper[redo], low[redo], h[redo], N[redo] = np.minimum(upper[redo], up), np.maximum(low[redo], lo), hh, NN
+        u, l_, h[:, redo], N[:, redo] = _interval_at(sub, value[redo], h.min(0)[redo] / factor, query, chunk_size,
+                                                     progress, wanted[:, redo], h[:, redo], N[:, redo])
+        # every round's ends are certified: each direction keeps its tightest, the setting the worse direction's
+        up[:, redo], lo[:, redo] = np.minimum(up[:, redo], u), np.maximum(lo[:, redo], l_)
+        upper, low = up.max(0), lo.max(0)
     return upper, low
 
 
@@ -169,9 +175,11 @@ def _width(upper, low):
     return np.where(upper == low, 0.0, np.where(np.isfinite(upper), width, 0.0))
 
 
-def _interval_at(event, value, h_req, query, chunk_size, progress):
-    """One round: (upper, lower, h, N) per setting: the worse of the two directions' ends, the finer h and
-    the smaller grid size."""
+def _interval_at(event, value, h_req, query, chunk_size, progress, wanted=None, h_before=None, N_before=None):
+    """One round: (upper, lower, h, N) per direction and setting, each (directions, B). A refinement round
+    passes the rows ``wanted`` and their last grids (h, N): a row not wanted, or whose new grid would not be
+    finer than its last (its window fills the largest grid), is not computed (its ends: +inf and −inf, its
+    grid: the last)."""
     B = value.shape[0]
     steps = components(event)
     step_events = [e.pld_step(B, _composed_pmfs) for e, _ in steps]
@@ -183,12 +191,19 @@ def _interval_at(event, value, h_req, query, chunk_size, progress):
     rows = [jax.tree_util.tree_map(tile, e) for e in step_events]
     add = np.repeat(np.arange(D) == 1, B)
     plan = _plan(rows, tile(counts), add, None if h_req is None else tile(h_req), tile(lattice))
+    skip = None
+    if wanted is not None:
+        skip = ~wanted.reshape(-1) | (plan["h"] >= h_before.reshape(-1) * (1.0 - 1e-12))
+        plan["h"], plan["N"] = np.where(skip, h_before.reshape(-1), plan["h"]), np.where(skip, N_before.reshape(-1),
+                                                                                         plan["N"])
     value_rows = tile(value)
     eta = np.full(B * D, 1e-12) if query == "delta" else np.maximum(1e-3 * value_rows, 1e-300)
-    up, lo = _run(rows, tile(counts), plan, add, eta, value_rows, 1 if query == "delta" else 0, chunk_size, progress)
+    up, lo = _run(rows, tile(counts), plan, add, eta, value_rows, 1 if query == "delta" else 0, chunk_size, progress,
+                  skip=skip)
     up = np.minimum(up, _chernoff_upper(plan["log_mgf"], plan["log_finite"], value_rows, query))
-    up, lo, h, N = (x.reshape(D, B) for x in (up, lo, plan["h"], plan["N"]))
-    return up.max(0), lo.max(0), h.min(0), N.min(0)
+    if skip is not None:
+        up, lo = np.where(skip, np.inf, up), np.where(skip, -np.inf, lo)
+    return tuple(x.reshape(D, B) for x in (up, lo, plan["h"], plan["N"]))
 
 
 def _combined_lattice(lattices) -> np.ndarray:
@@ -295,9 +310,12 @@ def _spacing(span, sd, h_req, lattice, extra, smallest=MIN_GRID):
         h = 2.0 ** (np.floor(16.0 * np.log2(h)) / 16.0)  # down to 16 steps an octave: nearby settings share h
     else:
         h = np.maximum(h_req, span / (MAX_GRID - margin))
-    # a lattice a of atoms: h = a/2^j, so that k·2^j·h is k·a exactly in floating point (every atom a node)
+    # a lattice a of atoms: h = a/2^j, so that k·2^j·h is k·a exactly in floating point (every atom a node);
+    # the largest such h ≤ h, unless the window would then overflow the largest grid (and wrap around)
     snap = np.isfinite(lattice) & (lattice > 0)
-    h = np.where(snap, lattice / 2.0 ** np.ceil(np.log2(np.where(snap, lattice, 1.0) / h)), h)
+    a = np.where(snap, lattice, 1.0)
+    j = np.minimum(np.ceil(np.log2(a / h)), np.floor(np.log2(a / (span / (MAX_GRID - margin)))))
+    h = np.where(snap, a / 2.0 ** j, h)
     return h, _rung(span / h + margin, smallest)
 
 
@@ -318,19 +336,21 @@ def _window(log_mgf_total, tail_log):
     return dn_all[rows, i_dn], up_all[rows, i_up], lam[i_dn], lam[i_up]
 
 
-def _run(rows, counts, plan, add, eta, value, query, chunk_size, progress, pmf: bool = False):
+def _run(rows, counts, plan, add, eta, value, query, chunk_size, progress, pmf: bool = False, skip=None):
     """Pass 2: one program per grid size N, over chunks of rows. Returns the outputs per row: arrays of
-    scalars, or (``pmf``) lists of per-row arrays (their lengths are the rows' grid sizes)."""
+    scalars (NaN at the rows ``skip`` marks), or (``pmf``) lists of per-row arrays (their lengths are the
+    rows' grid sizes)."""
     R = add.shape[0]
+    active = np.ones(R, bool) if skip is None else ~skip
     C = counts.shape[1]
     outs = None
     bar = None
     if progress or (progress is None and R > 2048):
         from .._batching import status_bar
 
-        bar, task = status_bar("PLD accounting", R)
-    for N in np.unique(plan["N"]):
-        idx = np.nonzero(plan["N"] == N)[0]
+        bar, task = status_bar("PLD accounting", int(active.sum()))
+    for N in np.unique(plan["N"][active]):
+        idx = np.nonzero((plan["N"] == N) & active)[0]
         tables = _table_elements(rows, int(N))
         limit = max(1, min(chunk_size or 64, (1 << 22) // int(N), (1 << 24) // max(tables, 1)))
         limit = 1 << (limit.bit_length() - 1)
@@ -344,7 +364,7 @@ def _run(rows, counts, plan, add, eta, value, query, chunk_size, progress, pmf: 
                 args = to_devices(args, batch_sharding())
             results = [to_host(r) for r in pld_grid.evaluate(*args, np.int32(query), N=int(N), pmf=pmf)]
             if outs is None:
-                outs = [[None] * R for _ in results]
+                outs = [[None if pmf else np.nan] * R for _ in results]
             for out, r in zip(outs, results):
                 for j, i in enumerate(idx[start:stop]):
                     out[i] = r[j]
@@ -352,6 +372,8 @@ def _run(rows, counts, plan, add, eta, value, query, chunk_size, progress, pmf: 
                 bar.update(task, advance=stop - start)
     if bar is not None:
         bar.stop()
+    if outs is None:  # every row skipped (a query's two ends)
+        return np.full(R, np.nan), np.full(R, np.nan)
     return tuple(out if pmf else np.asarray(out, np.float64) for out in outs)
 
 
