@@ -579,23 +579,28 @@ def test_best_is_min_of_both():
 def test_best_is_exactly_the_smaller_of_rdp_and_the_interval_upper_end(monkeypatch):
     """accounting.epsilon by "pld" is epsilon_interval's upper end to the bit, and "best" the smaller of it
     and RDP's, also where the interval is refined (issue 34: "best" gave 5.192639 above the interval's own
-    upper end 5.192612, the interval refining what epsilon did not). The batch above: no new programs."""
+    upper end 5.192612, the interval refining what epsilon did not). The batch above: no new programs.
+    Every call runs the optimised tier (jaxpriv._tiers): the calls are compared to the bit, and which tier a
+    call runs depends on how many calls of its grid size the module made before (alone, this test crossed
+    the ninth between two calls it compares)."""
+    from jaxpriv import _tiers
     from jaxpriv.accounting import pld as pld_module
 
-    event = dpsgd(np.array([0.01, 0.1]), np.array([1.0, 2.0]), 20)
-    rdp = accounting.epsilon(event, 1e-5, accountant="rdp")
-    lower, upper = accounting.epsilon_interval(event, 1e-5)
-    np.testing.assert_array_equal(accounting.epsilon(event, 1e-5, accountant="pld"), upper)
-    np.testing.assert_array_equal(accounting.epsilon(event, 1e-5), np.minimum(rdp, upper))
-    # a tolerance under the first setting's width: its interval is refined, and epsilon follows it
-    width = (upper - lower) / upper
-    monkeypatch.setattr(pld_module, "INTERVAL_TOLERANCE", 0.9 * float(width.max()))
-    lower2, upper2 = accounting.epsilon_interval(event, 1e-5)
-    assert upper2[0] < upper[0] and lower2[0] >= lower[0]  # refined, and both ends still certified
-    np.testing.assert_array_equal(accounting.epsilon(event, 1e-5, accountant="pld"), upper2)
-    best = accounting.epsilon(event, 1e-5)
-    np.testing.assert_array_equal(best, np.minimum(rdp, upper2))
-    assert (best <= upper2).all()
+    with _tiers.optimised():
+        event = dpsgd(np.array([0.01, 0.1]), np.array([1.0, 2.0]), 20)
+        rdp = accounting.epsilon(event, 1e-5, accountant="rdp")
+        lower, upper = accounting.epsilon_interval(event, 1e-5)
+        np.testing.assert_array_equal(accounting.epsilon(event, 1e-5, accountant="pld"), upper)
+        np.testing.assert_array_equal(accounting.epsilon(event, 1e-5), np.minimum(rdp, upper))
+        # a tolerance under the first setting's width: its interval is refined, and epsilon follows it
+        width = (upper - lower) / upper
+        monkeypatch.setattr(pld_module, "INTERVAL_TOLERANCE", 0.9 * float(width.max()))
+        lower2, upper2 = accounting.epsilon_interval(event, 1e-5)
+        assert upper2[0] < upper[0] and lower2[0] >= lower[0]  # refined, and both ends still certified
+        np.testing.assert_array_equal(accounting.epsilon(event, 1e-5, accountant="pld"), upper2)
+        best = accounting.epsilon(event, 1e-5)
+        np.testing.assert_array_equal(best, np.minimum(rdp, upper2))
+        assert (best <= upper2).all()
 
 
 def test_a_setting_on_the_largest_grid_is_not_recomputed(monkeypatch):
@@ -640,6 +645,30 @@ def test_a_direction_below_the_other_is_not_refined(monkeypatch):
     both = accounting.epsilon_interval(event, 1e-5, tolerance=1e-3)
     assert computed == [2, 2]
     np.testing.assert_array_equal(both, (lower, upper))
+
+
+def test_steps_on_a_narrow_grid_give_the_same_interval(monkeypatch):
+    """On large grids the steps are discretised on N/8 nodes where their supports fit, then padded to the
+    window's N: the same pmfs (the optimistic merge starts at the top used node whatever the grid's size),
+    so the same interval: to the bit in one tier (measured; 1e-12 allows another reduction order), 2e-9
+    relative apart when one ran the quick tier (jaxpriv._tiers). The
+    reference event's default grid (2^16 nodes, its step on 7,439) made to take that path, against the
+    full-width discretisation."""
+    from jaxpriv import _tiers
+    from jaxpriv.accounting import pld as pld_module
+    from jaxpriv.accounting import pld_grid
+
+    event = dpsgd(0.01, 1.1, 10_000)
+    sizes = []
+    real = pld_grid.evaluate
+    monkeypatch.setattr(pld_grid, "evaluate", lambda *a, **k: sizes.append((k["N"], k.get("S"))) or real(*a, **k))
+    with _tiers.optimised():  # both programs in the same tier
+        monkeypatch.setattr(pld_module, "_NARROW_FROM", pld_module.MIN_GRID)
+        narrow = accounting.epsilon_interval(event, 1e-5)
+        monkeypatch.setattr(pld_module, "_NARROW_FROM", math.inf)
+        full = accounting.epsilon_interval(event, 1e-5)
+    assert sizes == [(1 << 16, 1 << 13), (1 << 16, None)]
+    np.testing.assert_allclose(narrow, full, rtol=1e-12)
 
 
 @pytest.mark.parametrize("lattice, span, h_req", [(0.3, 40.0, 2.8e-6), (0.3, 40.0, 1e-3), (0.05, 1e3, 1e-7),

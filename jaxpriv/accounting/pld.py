@@ -10,8 +10,9 @@ of :mod:`.pld_grid` (the discretisation, composition and conversions are documen
 2. **plan** on the host: the composed window from Chernoff bounds on the MGFs (Pr[ΣL ≥ U] ≤ M(λ)^T e^{−λU},
    tails of at most 1e-20 on each side; the mass that could wrap around the circular FFT is added to the
    pessimistic δ and taken off the optimistic one), the grid spacing h and the grid size N;
-3. **evaluate** (one program per grid size N, of a short ladder of powers of two): both ends of ε(δ) or
-   δ(ε) at once.
+3. **evaluate** (one program per grid size N, of a short ladder of powers of two; from 2¹⁸ nodes a second
+   one that discretises the steps on N/8 nodes, where their supports fit, and pads them to N): both ends of
+   ε(δ) or δ(ε) at once.
 
 **The grid spacing** (MATH §7.3). Connect-the-dots spreads each step's loss by at most ~h²/6 of variance
 and the merged optimistic grid contracts it by ~h²/3, so both ends move by a fraction of (h/sd)² of the
@@ -66,6 +67,8 @@ _ROUNDS = 3
 _STALLED = 0.8
 #: δ below which an interval's width is the FFT's absolute rounding allowance (not refined)
 _DELTA_FLOOR = 1e-10
+#: grids from this size discretise the steps on N/8 nodes where their supports fit (see :func:`_run`)
+_NARROW_FROM = 1 << 18
 _LAMBDAS = pld_grid.LAMBDAS
 
 
@@ -362,7 +365,11 @@ def _run(rows, counts, plan, add, eta, value, query, chunk_size, progress, pmf: 
                     plan["reach"][take], add[take])
             if jax.device_count() > 1 and size % jax.device_count() == 0:  # rows sharded over devices
                 args = to_devices(args, batch_sharding())
-            results = [to_host(r) for r in pld_grid.evaluate(*args, np.int32(query), N=int(N), pmf=pmf)]
+            # on large grids a step's support often fills a small part of the window (5-11% for DP-SGD
+            # settings): the steps are then discretised on N/8 nodes, the costliest part of a row (a second
+            # program per large N; the small grids of most questions keep one)
+            narrow = {"S": int(N) // 8} if N >= _NARROW_FROM and plan["used"][take].max() <= N // 8 else {}
+            results = [to_host(r) for r in pld_grid.evaluate(*args, np.int32(query), N=int(N), pmf=pmf, **narrow)]
             if outs is None:
                 outs = [[None if pmf else np.nan] * R for _ in results]
             for out, r in zip(outs, results):

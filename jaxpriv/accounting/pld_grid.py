@@ -218,10 +218,16 @@ def discretise(step_law: laws.LossLaw, start, n: int, h, used=None):
 
     nxt = lambda x: jnp.append(x[1:], 0.0)  # noqa: E731  x_{k+1}
     prv = lambda x: jnp.concatenate([jnp.zeros(1), x[:-1]])  # noqa: E731  x_{k−1}
+    # the merge starts at the top used node, as on a grid of ``used`` nodes: the cells above, dropped anyway,
+    # would otherwise pass their (arbitrary, tiny-mass) merge fractions down, and the optimistic pmf would
+    # depend on how many nodes lie above its support
+    inside = jnp.ones(n, bool) if used is None else jnp.arange(n) < used
+    keep = lambda x: jnp.where(inside, x, 0.0)  # noqa: E731
     _, (f, t, surplus) = jax.lax.scan(down, (jnp.float64(0.0), jnp.float64(0.0)),
-                                      (deficit_b, excess_a, nxt(excess_b), prv(deficit_a)), reverse=True)
+                                      (keep(deficit_b), keep(excess_a), keep(nxt(keep(excess_b))),
+                                       keep(prv(deficit_a))), reverse=True)
     # at ℓ_k, true P-masses (or less): the merged cell's loss rounded down to its node
-    opt = nxt((1.0 - f) * pb_low) + (1.0 - nxt(t)) * pa_low + f * pb_low + t * prv(pa_low)
+    opt = nxt(keep((1.0 - f) * pb_low)) + (1.0 - nxt(t)) * pa_low + f * pb_low + t * prv(pa_low)
     # offsets F (lower bounds): 0 in balanced cells; surplus/P ≤ −log(1 − surplus/P) where excess remains
     f_main = jnp.clip(surplus * (1.0 - 1e-9) / jnp.where(opt > 0, opt, 1.0), 0.0, h)
     if used is not None:
@@ -499,19 +505,21 @@ def _bernstein_shift(f_stats, counts, h, eta):
 
 
 def _row(step_events, step_starts, step_used, step_counts, hh, w0, l_up, l_dn, eta, x, reach_ends, add, query,
-         pmf: bool, N: int):
+         pmf: bool, N: int, S: int):
     """One row: both sides on the grid, composed, converted; ``query`` 0 = ε(δ = x), 1 = δ(ε = x); ``pmf``:
-    the composed measures instead."""
-    sides = [discretise(law(e, add), s, N, hh, u) for e, s, u in zip(step_events, step_starts, step_used)]
+    the composed measures instead. Each step is discretised on its first S ≤ N nodes (S ≥ its ``used``) and
+    padded with zeros to the window's N."""
+    sides = [discretise(law(e, add), s, S, hh, u) for e, s, u in zip(step_events, step_starts, step_used)]
     counts = jnp.stack(step_counts)
     starts = jnp.stack(step_starts)
-    pmfs = jnp.stack([jnp.stack([s[0] for s in sides]), jnp.stack([s[2] for s in sides])])  # (2, C, N)
+    pmfs = jnp.stack([jnp.stack([s[0] for s in sides]), jnp.stack([s[2] for s in sides])])  # (2, C, S)
     infs = jnp.stack([jnp.stack([s[1] for s in sides]), jnp.stack([s[3] for s in sides])])  # (2, C)
     f_stats = jnp.stack([s[4] for s in sides])
-    step_nodes = (starts[:, None] + jnp.arange(N, dtype=jnp.float64)) * hh  # (C, N)
+    step_nodes = (starts[:, None] + jnp.arange(S, dtype=jnp.float64)) * hh  # (C, S)
     lams = jnp.stack([l_up, l_dn])
     mgf = jnp.sum(counts[None, :, None] * jax.vmap(jax.vmap(lambda p, nd: _log_mgf(p, nd, lams)), (0, None))(
         pmfs, step_nodes), axis=1)  # (2 sides, 2 λ)
+    pmfs = jnp.pad(pmfs, ((0, 0), (0, 0), (0, N - S)))  # (2, C, N)
     total = jnp.sum(counts)
     nodes = (w0 + jnp.arange(N, dtype=jnp.float64)) * hh
     top, bottom = nodes[-1] + 0.5 * hh, nodes[0] - 0.5 * hh
@@ -560,16 +568,16 @@ def _row(step_events, step_starts, step_used, step_counts, hh, w0, l_up, l_dn, e
     return jax.lax.cond(query == 1, delta_query, epsilon_query, None)
 
 
-@functools.partial(kernel_jit, static_argnames=("N", "pmf"), saved=True, tiered=True)
+@functools.partial(kernel_jit, static_argnames=("N", "pmf", "S"), saved=True, tiered=True)
 def evaluate(steps, starts, used, counts, h, window_start, lam_up, lam_dn, eta, value, reach, add, query, *, N: int,
-             pmf: bool = False):
+             pmf: bool = False, S: int | None = None):
     """(upper, lower) of ε(δ = value) (``query`` 0) or δ(ε = value) (``query`` 1) for each row, every step
-    discretised on the first ``used`` of N nodes from its own start and composed on the N-node window; ``query`` is one number
-    for the whole call (a branch, not a per-row select). ``pmf=True``: the two composed measures instead
-    (a client-sampled local run, see :mod:`jaxpriv.events.sampling`)."""
+    discretised on the first ``used`` of its S (default N) nodes from its own start and composed on the N-node
+    window; ``query`` is one number for the whole call (a branch, not a per-row select). ``pmf=True``: the two
+    composed measures instead (a client-sampled local run, see :mod:`jaxpriv.events.sampling`)."""
 
     def one(step_events, step_starts, step_used, step_counts, hh, w0, l_up, l_dn, e, x, reach_ends, a):
         return _row(step_events, step_starts, step_used, step_counts, hh, w0, l_up, l_dn, e, x, reach_ends, a, query,
-                    pmf, N)
+                    pmf, N, N if S is None else S)
 
     return map_rows(one, steps, starts, used, counts, h, window_start, lam_up, lam_dn, eta, value, reach, add)
