@@ -146,7 +146,7 @@ class PLD:
       >>> coarse = accounting.PLD(discretization=1e-3)
       >>> round(float(accounting.epsilon(events.Gaussian(1.0), 1e-5, accountant=coarse)), 2)
       4.38
-      >>> tight = accounting.PLD(tolerance=0.001)   # certified within 0.1% of the true ε
+      >>> tight = accounting.PLD(tolerance=1e-4)   # certified within 0.01% of the true ε
       >>> dpsgd = events.SelfComposed(events.PoissonSampled(0.01, events.Gaussian(1.1)), 10_000)
       >>> round(float(accounting.epsilon(dpsgd, 1e-5, accountant=tight)), 3)
       5.193

@@ -367,8 +367,9 @@ def _run(rows, counts, plan, add, eta, value, query, chunk_size, progress, pmf: 
                 args = to_devices(args, batch_sharding())
             # on large grids a step's support often fills a small part of the window (5-11% for DP-SGD
             # settings): the steps are then discretised on N/8 nodes, the costliest part of a row (a second
-            # program per large N; the small grids of most questions keep one)
-            narrow = {"S": int(N) // 8} if N >= _NARROW_FROM and plan["used"][take].max() <= N // 8 else {}
+            # program per large N; the small grids of most questions keep one). The node above the used ones
+            # must be on the grid too (its lower half cell is merged down): the same pmfs as on N nodes
+            narrow = {"S": int(N) // 8} if N >= _NARROW_FROM and plan["used"][take].max() < N // 8 else {}
             results = [to_host(r) for r in pld_grid.evaluate(*args, np.int32(query), N=int(N), pmf=pmf, **narrow)]
             if outs is None:
                 outs = [[None if pmf else np.nan] * R for _ in results]

@@ -218,10 +218,11 @@ def discretise(step_law: laws.LossLaw, start, n: int, h, used=None):
 
     nxt = lambda x: jnp.append(x[1:], 0.0)  # noqa: E731  x_{k+1}
     prv = lambda x: jnp.concatenate([jnp.zeros(1), x[:-1]])  # noqa: E731  x_{k−1}
-    # the merge starts at the top used node, as on a grid of ``used`` nodes: the cells above, dropped anyway,
-    # would otherwise pass their (arbitrary, tiny-mass) merge fractions down, and the optimistic pmf would
-    # depend on how many nodes lie above its support
-    inside = jnp.ones(n, bool) if used is None else jnp.arange(n) < used
+    # the merge starts at the first node above the used ones (whose own mass is dropped below, but the part of
+    # its lower half cell it leaves goes down to the top used node), as on a grid of used + 1 nodes: the cells
+    # further up, dropped anyway, would otherwise pass their merge fractions down, and the optimistic pmf
+    # would depend on how many nodes lie above the support
+    inside = jnp.ones(n, bool) if used is None else jnp.arange(n) <= used
     keep = lambda x: jnp.where(inside, x, 0.0)  # noqa: E731
     _, (f, t, surplus) = jax.lax.scan(down, (jnp.float64(0.0), jnp.float64(0.0)),
                                       (keep(deficit_b), keep(excess_a), keep(nxt(keep(excess_b))),
