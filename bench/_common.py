@@ -25,6 +25,16 @@ def first_and_repeats(fn, repeats: int):
     return first, times, out
 
 
+def checkouts(parser, args, this: tuple[str, str]) -> dict[str, str]:
+    """The arms of a side-by-side run, {name: checkout}: ``this`` (name, root) and, with ``--baseline DIR``,
+    that checkout; ``--repeats`` and ``--baseline`` are checked first (a parser error names them)."""
+    if args.repeats < 1:
+        parser.error(f"--repeats must be an integer ≥ 1, got {args.repeats}")
+    if args.baseline and not os.path.isfile(os.path.join(args.baseline, "jaxpriv", "__init__.py")):
+        parser.error(f"--baseline must be a checkout of jaxpriv (no jaxpriv/__init__.py in {args.baseline!r})")
+    return dict([this, *([("baseline", os.path.abspath(args.baseline))] if args.baseline else [])])
+
+
 def say(text=""):
     print(text, flush=True)
 

@@ -40,7 +40,7 @@ import time
 import numpy as np
 
 import jaxpriv
-from _common import finish, machine_info, print_header, say, table
+from _common import checkouts, finish, machine_info, print_header, say, table
 
 DELTA = 1e-5
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(jaxpriv.__file__)))  # the checkout measured
@@ -106,11 +106,7 @@ def main() -> int:
     parser.add_argument("--json", metavar="OUT")
     parser.add_argument("--baseline", metavar="DIR", help="also ask another checkout's jaxpriv, interleaved")
     args = parser.parse_args()
-    if args.repeats < 1:
-        parser.error(f"--repeats must be an integer ≥ 1, got {args.repeats}")
-    if args.baseline and not os.path.isfile(os.path.join(args.baseline, "jaxpriv", "__init__.py")):
-        parser.error(f"--baseline must be a checkout of jaxpriv (no jaxpriv/__init__.py in {args.baseline!r})")
-    arms = {"jaxpriv": ROOT, **({"baseline": os.path.abspath(args.baseline)} if args.baseline else {})}
+    arms = checkouts(parser, args, ("jaxpriv", ROOT))
     t_start = time.perf_counter()
     names = ("jaxpriv", "dp-accounting", "prv-accountant", "jax")
     info = machine_info({name: importlib.metadata.version(name) for name in names}, os.path.dirname(jaxpriv.__file__))

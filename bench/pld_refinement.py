@@ -24,7 +24,7 @@ import tempfile
 import time
 
 import jaxpriv
-from _common import finish, machine_info, print_header, say, table
+from _common import checkouts, finish, machine_info, print_header, say, table
 from latency import ROOT, fresh, python
 
 #: (name, program printing [lower, upper]): the questions whose default interval is refined
@@ -54,11 +54,7 @@ def main() -> int:
     parser.add_argument("--json", metavar="OUT")
     parser.add_argument("--baseline", metavar="DIR", help="a checkout of another commit, asked the same questions")
     args = parser.parse_args()
-    if args.repeats < 1:
-        parser.error(f"--repeats must be an integer ≥ 1, got {args.repeats}")
-    if args.baseline and not os.path.isfile(os.path.join(args.baseline, "jaxpriv", "__init__.py")):
-        parser.error(f"--baseline must be a checkout of jaxpriv (no jaxpriv/__init__.py in {args.baseline!r})")
-    arms = {"this checkout": ROOT, **({"baseline": os.path.abspath(args.baseline)} if args.baseline else {})}
+    arms = checkouts(parser, args, ("this checkout", ROOT))
     t_start = time.perf_counter()
     info = machine_info({name: importlib.metadata.version(name) for name in ("jaxpriv", "jax")},
                         os.path.dirname(jaxpriv.__file__))
