@@ -508,8 +508,8 @@ def _bernstein_shift(f_stats, counts, h, eta):
 def _row(step_events, step_starts, step_used, step_counts, hh, w0, l_up, l_dn, eta, x, reach_ends, add, query,
          pmf: bool, N: int, S: int):
     """One row: both sides on the grid, composed, converted; ``query`` 0 = ε(δ = x), 1 = δ(ε = x); ``pmf``:
-    the composed measures instead. Each step is discretised on its first S ≤ N nodes (S ≥ its ``used``) and
-    padded with zeros to the window's N."""
+    the composed measures instead. Each step is discretised on its first S ≤ N nodes (S > its ``used``: the
+    node above them takes part in the merge, see :func:`discretise`) and padded with zeros to the window's N."""
     sides = [discretise(law(e, add), s, S, hh, u) for e, s, u in zip(step_events, step_starts, step_used)]
     counts = jnp.stack(step_counts)
     starts = jnp.stack(step_starts)
