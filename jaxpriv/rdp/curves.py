@@ -192,6 +192,8 @@ def _epsilon_per_order(rdp, orders, log_delta, conversion: str):
 
 def to_epsilon_kernel(rdp, orders, delta, conversion="improved"):
     """Unvalidated kernel: (ε, best order) with rdp (..., K), delta broadcastable to rdp[..., 0]."""
+    if conversion == "classic":  # the classic half of the both-ways program: its answers bit for bit
+        return to_epsilon_both_kernel(rdp, orders, delta)[2:]
     orders = jnp.asarray(orders)
     log_delta = jnp.log(delta)[..., None]
     return _minimised(_epsilon_per_order(rdp, orders, log_delta, conversion), rdp, orders, delta)
