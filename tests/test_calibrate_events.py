@@ -4,7 +4,7 @@ import jax
 import numpy as np
 import pytest
 
-from jaxpriv import accounting, calibrate, events
+from jaxpriv import _tiers, accounting, calibrate, events
 
 DELTA = 1e-5
 
@@ -64,6 +64,32 @@ def test_steps_by_best_is_the_largest_integer_for_each_target_of_a_batch():
     assert np.all(accounting.epsilon(event(t[1:]), DELTA) <= targets[1:])
     assert np.all(accounting.epsilon(event(t[1:] + 1), DELTA) > targets[1:])
     assert accounting.epsilon(event(1.0), DELTA) > targets[0]
+
+
+@pytest.mark.parametrize("accountant", ["pld", "best"])
+def test_a_search_refines_only_the_settings_whose_interval_holds_the_target(accountant, monkeypatch):
+    """The searches' ε (calibrate._epsilon_deciding): on the same side of every target as the accountant's
+    own ε, never below it, equal to it where the target lies inside the first grid's interval, and the
+    accountant's refined ε computed for those settings only. (All in the optimised tier: a tier switch
+    between two calls moves a PLD answer by ~1e-10.)"""
+    event = events.SelfComposed(events.PoissonSampled(np.array([0.01, 0.02, 0.05, 0.01]),
+                                                      events.Gaussian(np.array([0.8, 1.0, 0.7, 1.5]))),
+                                np.array([300, 200, 100, 1000]))
+    deltas = np.full(4, DELTA)
+    with _tiers.optimised():
+        exact = accounting.epsilon(event, deltas, accountant=accountant)
+        lower, upper = accounting.epsilon_interval(event, deltas, tolerance=0.1)
+        assert lower[3] < upper[3]
+        targets = np.array([0.5 * exact[0], 2.0 * exact[1], 1.001 * upper[2], 0.5 * (lower[3] + upper[3])])
+        full_rows = []
+        epsilon = accounting.epsilon
+        monkeypatch.setattr(accounting, "epsilon", lambda e, d, accountant, **kw: full_rows.append(
+            (accountant, np.size(d))) or epsilon(e, d, accountant=accountant, **kw))
+        got = calibrate._epsilon_deciding(event, deltas, targets, accountant, None, False)
+    assert np.array_equal(got <= targets, exact <= targets) and np.all(got >= exact)
+    assert got[3] == exact[3]
+    # the accountant's own ε (with its refinement) for the one undecided setting (and RDP's for all)
+    assert [rows for acc, rows in full_rows if acc == accountant] == [1], full_rows
 
 
 def test_targets_outside_the_bounds():
