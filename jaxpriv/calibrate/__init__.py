@@ -583,7 +583,6 @@ def _epsilon_deciding(event, deltas, targets, accountant, chunk_size, progress) 
     return upper
 
 
-
 def calibrate(make_event, target_epsilon, delta, *, bounds, accountant="best", xtol=None, chunk_size=None,
               progress=None):
     """The parameter of a monotone event family that meets a target ε, on the safe side (MATH §5).
