@@ -10,9 +10,10 @@ Here a top-level call of a kernel declared ``kernel_jit(..., saved=True)`` is ex
 (:mod:`jax.export`: the StableHLO program and its calling convention), written next to the compilation
 cache, and read back by later processes, which call it without running the kernel's Python; the
 compilation cache then supplies the executable. It is declared for the kernels whose tracing and lowering
-cost more than the once-per-process cost of calling saved programs (~0.3 s: jax.export's CPU lowering loads
-LAPACK, which imports scipy.linalg), which are the PLD accountant's two programs; saving every kernel made
-the command-line tests 7% slower (bench/README, "Saved programs"). The key holds everything the traced program depends on: the kernel (module and name), the
+cost more than exporting them once costs, which are the PLD accountant's two programs; saving every kernel
+made the command-line tests 7% slower (bench/README, "Saved programs"). (jax.export's CPU lowering of a
+call also sets up jaxlib's LAPACK kernels, importing scipy.linalg: ~0.26 s once per process; it is skipped
+for programs that call no LAPACK routine, :class:`_WithoutLapackSetup`.) The key holds everything the traced program depends on: the kernel (module and name), the
 package's source (any edit makes new keys), the static arguments, the input tree, shapes and dtypes, JAX's
 and jaxlib's versions, the x64 flag, the backend and the device count. Only calls that can be keyed safely
 use it: a kernel that is a module-level function (no closure: its captured values would not be in the
@@ -32,6 +33,7 @@ import hashlib
 import importlib.util
 import inspect
 import os
+import threading
 import types
 
 import jax
@@ -188,7 +190,46 @@ def _load_or_export(kernel: Kernel, plain, options, static, dynamic_names, treed
         return exported.call(*flat)
 
     run.__name__ = run.__qualname__ = kernel.fun.__name__  # compile logs name the kernel, as before
-    return jax.jit(run, compiler_options=options) if options else jax.jit(run)
+    jitted = jax.jit(run, compiler_options=options) if options else jax.jit(run)
+    return jitted if _calls_lapack(exported) else _WithoutLapackSetup(jitted)
+
+
+def _calls_lapack(exported) -> bool:
+    """Whether an exported program may call jaxlib's CPU linear algebra: its custom calls' names (lapack_…,
+    and blas_… in older jaxlibs) are in the serialized module's string table (so are its source locations:
+    a function named so is a false positive, which only keeps the set-up)."""
+    return any(name in exported.mlir_module_serialized for name in (b"lapack", b"blas"))
+
+
+try:  # JAX's (private) hook that sets up the CPU's LAPACK kernels before lowering a call of an exported program
+    from jax._src.export import _export as _jax_export
+except ImportError:  # pragma: no cover - another JAX layout: the hook is simply not skipped
+    _jax_export = None
+_HOOK = "_ensure_backends_initialized"
+_HOOK_LOCK = threading.Lock()
+
+
+class _WithoutLapackSetup:
+    """A jitted caller of an exported program that calls no LAPACK routine, whose first call (where it is
+    lowered) skips jax.export's LAPACK set-up: on the CPU that registers jaxlib's LAPACK kernels whatever the
+    program calls, importing scipy.linalg for them (~0.26 s CPU, in every process that calls a saved
+    program). Where JAX has no such hook, nothing is skipped."""
+
+    def __init__(self, jitted):
+        self.jitted, self.lowered = jitted, False
+
+    def __call__(self, *flat):
+        original = getattr(_jax_export, _HOOK, None)
+        if self.lowered or original is None:
+            return self.jitted(*flat)
+        with _HOOK_LOCK:
+            setattr(_jax_export, _HOOK, lambda platforms: None)
+            try:
+                out = self.jitted(*flat)
+            finally:
+                setattr(_jax_export, _HOOK, original)
+        self.lowered = True
+        return out
 
 
 def _export(kernel: Kernel, plain, static, dynamic_names, treedef, leaves):

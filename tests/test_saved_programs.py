@@ -38,14 +38,29 @@ def test_a_saved_program_answers_without_tracing_and_bit_for_bit(monkeypatch):
     original_row = pld_grid._row
     monkeypatch.setattr(pld_grid, "_row", lambda *a, **k: rows_traced.append(1) or original_row(*a, **k))
     _forget_this_process()
+    lapack_setups = []
+    hook = getattr(_saved_programs._jax_export, _saved_programs._HOOK)
+    monkeypatch.setattr(_saved_programs._jax_export, _saved_programs._HOOK,
+                        lambda platforms: lapack_setups.append(platforms) or hook(platforms))
     again = accounting.epsilon_interval(event, 1e-6)
     assert rows_traced == []  # the PLD program's Python did not run: it came from disk
+    assert lapack_setups == []  # nor jax.export's LAPACK set-up (the PLD programs call no LAPACK routine)
     assert tuple(map(float, again)) == tuple(map(float, first)) == tuple(map(float, ordinary))
 
     monkeypatch.setenv("JAXPRIV_SAVED_PROGRAMS", "0")  # the switch: the ordinary path traces again
     jax.clear_caches()
     assert tuple(map(float, accounting.epsilon_interval(event, 1e-6))) == tuple(map(float, ordinary))
     assert rows_traced
+
+
+def test_a_program_that_calls_linear_algebra_is_recognised_by_its_serialized_module():
+    """What _load_or_export reads to keep jax.export's LAPACK set-up: the custom calls' names are in the
+    serialized module's bytes (an inverse calls LAPACK, an FFT does not). (A name here that held "lapack"
+    would be in the module too, as a source location: a false positive keeps the set-up, which is safe.)"""
+    with float64():
+        inverse = jax.export.export(jax.jit(jnp.linalg.inv))(jnp.eye(3))
+        fft = jax.export.export(jax.jit(jnp.fft.rfft))(jnp.ones(8))
+    assert _saved_programs._calls_lapack(inverse) and not _saved_programs._calls_lapack(fft)
 
 
 def test_keys_separate_what_changes_the_program():
