@@ -77,6 +77,9 @@ THIRD_PARTY_PRIVATE = {
     ("jaxpriv._numerics", "jax._src.core"): "the trace stack has no public accessor",
     # flax's own conversion of an nnx.Conv's layout, so the per-example convolution matches it exactly
     ("jaxpriv.train._ghost", "flax.nnx.nn.linear._conv_dimension_numbers"): "nnx.Conv's layout, no public API",
+    # jax.export's lowering of a call sets up jaxlib's LAPACK kernels (importing scipy.linalg, ~0.26 s) for
+    # every exported CPU program; a saved program that calls no LAPACK routine skips it (guarded: absent, kept)
+    ("jaxpriv._saved_programs", "jax._src.export._export"): "jax.export's LAPACK set-up has no public switch",
 }
 
 _LAYER = {entry: index for index, (_, entries) in enumerate(LAYERS) for entry in entries}
