@@ -84,6 +84,36 @@ def test_a_sweeps_large_chunks_run_optimised_at_once():
     assert _tiers.tier_up_compiles() == ups  # no tier-up: the sweep asked for the optimised form
 
 
+def test_the_pld_evaluation_runs_optimised_at_once_from_a_large_grid(monkeypatch):
+    """jaxpriv.accounting.pld: an evaluation on a grid of _OPTIMISED_FROM nodes or more runs inside
+    optimised() from its first call, a smaller one does not; decided by the grid, whatever the rows per call
+    (the program itself is not run here: the call is stopped where it would start)."""
+    from jaxpriv.accounting import pld
+
+    default = pld._OPTIMISED_FROM
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def evaluate(*args, N, **kwargs):
+        seen.append((N, args[-2].shape[0], getattr(_tiers._local, "depth", 0) > 0))
+        raise Stop
+
+    monkeypatch.setattr(pld.pld_grid, "evaluate", evaluate)
+    one = events.SelfComposed(events.PoissonSampled(0.01, events.Gaussian(1.1)), 1000)
+    batch = events.SelfComposed(events.PoissonSampled(np.full(40, 0.01), events.Gaussian(1.1)), 1000)
+    for event in (one, batch):
+        for threshold in (1 << 30, 1 << 10):
+            monkeypatch.setattr(pld, "_OPTIMISED_FROM", threshold)
+            with pytest.raises(Stop):
+                accounting.epsilon(event, 1e-5, accountant="pld")
+    # the same grid each time, below the default threshold and above the lowered one; the batch in one call
+    assert len({N for N, _, _ in seen}) == 1 and 1 << 10 <= seen[0][0] < default
+    assert [optimised for _, _, optimised in seen] == [False, True, False, True]
+    assert seen[2][1] > seen[0][1]
+
+
 def test_both_tiers_answer_alike():
     """The PLD ε and δ of DP-SGD from the quick and the optimised programs: equal to 1e-9 relative (they
     differ only where LLVM fused a multiplication and an addition)."""

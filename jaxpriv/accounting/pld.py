@@ -35,12 +35,13 @@ accountant, kept as a dominating and a dominated atom list, mixed with the "not 
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import jax
 import numpy as np
 
-from .. import events as ev
+from .. import _tiers, events as ev
 from .._batching import batch_sharding, power_of_two, to_devices, to_host
 from . import pld_grid
 
@@ -69,6 +70,10 @@ _STALLED = 0.8
 _DELTA_FLOOR = 1e-10
 #: grids from this size discretise the steps on N/8 nodes where their supports fit (see :func:`_run`)
 _NARROW_FROM = 1 << 18
+#: grids from this size run the evaluation's optimised program from the first call (jaxpriv._tiers): there the
+#: run, not the compilation, is most of a question's time (2-core CPU, one DP-SGD step at q = 1e-6 on 2^22
+#: nodes: 25.6 s CPU at the quick level, 12.9 s optimised, bench/README "Tiers by grid size")
+_OPTIMISED_FROM = 1 << 20
 _LAMBDAS = pld_grid.LAMBDAS
 
 
@@ -370,7 +375,9 @@ def _run(rows, counts, plan, add, eta, value, query, chunk_size, progress, pmf: 
             # program per large N; the small grids of most questions keep one). The node above the used ones
             # must be on the grid too (its lower half cell is merged down): the same pmfs as on N nodes
             narrow = {"S": int(N) // 8} if N >= _NARROW_FROM and plan["used"][take].max() < N // 8 else {}
-            results = [to_host(r) for r in pld_grid.evaluate(*args, np.int32(query), N=int(N), pmf=pmf, **narrow)]
+            # by the grid alone (not the rows in a call), so a setting runs the same form alone or in a batch
+            with _tiers.optimised() if N >= _OPTIMISED_FROM else contextlib.nullcontext():
+                results = [to_host(r) for r in pld_grid.evaluate(*args, np.int32(query), N=int(N), pmf=pmf, **narrow)]
             if outs is None:
                 outs = [[None if pmf else np.nan] * R for _ in results]
             for out, r in zip(outs, results):
