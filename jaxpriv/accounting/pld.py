@@ -71,8 +71,8 @@ _DELTA_FLOOR = 1e-10
 #: grids from this size discretise the steps on N/8 nodes where their supports fit (see :func:`_run`)
 _NARROW_FROM = 1 << 18
 #: grids from this size run the evaluation's optimised program from the first call (jaxpriv._tiers): there the
-#: run, not the compilation, is most of a question's time (2-core CPU, one DP-SGD step at q = 1e-6 on 2^22
-#: nodes: 25.6 s CPU at the quick level, 12.9 s optimised, bench/README "Tiers by grid size")
+#: run, not the compilation, is most of a question's time (2-core CPU, fresh processes: one DP-SGD step at
+#: q = 1e-6 on 2^22 nodes, 27.0 s CPU with the quick form, 14.8 s optimised; bench/README "Tiers by grid size")
 _OPTIMISED_FROM = 1 << 20
 _LAMBDAS = pld_grid.LAMBDAS
 
