@@ -69,9 +69,9 @@ def test_steps_by_best_is_the_largest_integer_for_each_target_of_a_batch():
 @pytest.mark.parametrize("accountant", ["pld", "best"])
 def test_a_search_refines_only_the_settings_whose_interval_holds_the_target(accountant, monkeypatch):
     """The searches' ε (calibrate._epsilon_deciding): on the same side of every target as the accountant's
-    own ε, never below it, equal to it where the target lies inside the first grid's interval, and the
-    accountant's refined ε computed for those settings only. (All in the optimised tier: a tier switch
-    between two calls moves a PLD answer by ~1e-10.)"""
+    own ε, never below it, equal to it where the target lies inside the first grid's interval, and PLD's
+    refined ε computed for those settings only (with "best", RDP's ε once for all settings). (All in the
+    optimised tier: a tier switch between two calls moves a PLD answer by ~1e-10.)"""
     event = events.SelfComposed(events.PoissonSampled(np.array([0.01, 0.02, 0.05, 0.01]),
                                                       events.Gaussian(np.array([0.8, 1.0, 0.7, 1.5]))),
                                 np.array([300, 200, 100, 1000]))
@@ -88,8 +88,9 @@ def test_a_search_refines_only_the_settings_whose_interval_holds_the_target(acco
         got = calibrate._epsilon_deciding(event, deltas, targets, accountant, None, False)
     assert np.array_equal(got <= targets, exact <= targets) and np.all(got >= exact)
     assert got[3] == exact[3]
-    # the accountant's own ε (with its refinement) for the one undecided setting (and RDP's for all)
-    assert [rows for acc, rows in full_rows if acc == accountant] == [1], full_rows
+    # PLD's refined ε for the one undecided setting only; with "best", RDP's once for all four (its minimum)
+    want = [("pld", 1)] if accountant == "pld" else [("rdp", 4), ("pld", 1)]
+    assert full_rows == want, full_rows
 
 
 def test_targets_outside_the_bounds():

@@ -560,8 +560,8 @@ def _epsilon_deciding(event, deltas, targets, accountant, chunk_size, progress) 
     for the finer grids (a search spends most of its evaluations away from the root)."""
     from .. import accounting
 
-    def full(sub_event, rows):
-        return np.asarray(accounting.epsilon(sub_event, deltas[rows], accountant=accountant, chunk_size=chunk_size,
+    def full(sub_event, rows, by=accountant):
+        return np.asarray(accounting.epsilon(sub_event, deltas[rows], accountant=by, chunk_size=chunk_size,
                                              progress=progress), np.float64).reshape(-1)
 
     rows_all = np.arange(targets.size)
@@ -572,6 +572,7 @@ def _epsilon_deciding(event, deltas, targets, accountant, chunk_size, progress) 
         return full(event, rows_all)
     lower, upper = (np.asarray(x, np.float64).reshape(-1) for x in accounting.epsilon_interval(
         event, deltas, tolerance=_COARSE_TOLERANCE, chunk_size=chunk_size, progress=progress))
+    by_rdp = None
     if accountant == "best" and accounting.RDP().unsupported(event) is None:
         by_rdp = np.asarray(accounting.epsilon(event, deltas, accountant="rdp", chunk_size=chunk_size,
                                                progress=progress), np.float64).reshape(-1)
@@ -579,7 +580,9 @@ def _epsilon_deciding(event, deltas, targets, accountant, chunk_size, progress) 
     undecided = np.nonzero((lower <= targets) & (targets < upper))[0]
     if undecided.size:
         sub = events.map_numbers(event, lambda _, x: np.asarray(x).reshape(-1)[undecided] if np.ndim(x) else x)
-        upper[undecided] = full(sub, undecided)
+        # "best" is the smaller of RDP's ε, computed above for every setting, and PLD's refined one
+        refined = full(sub, undecided, "pld")
+        upper[undecided] = refined if by_rdp is None else np.minimum(refined, by_rdp[undecided])
     return upper
 
 
