@@ -10,8 +10,10 @@ Here a top-level call of a kernel declared ``kernel_jit(..., saved=True)`` is ex
 (:mod:`jax.export`: the StableHLO program and its calling convention), written next to the compilation
 cache, and read back by later processes, which call it without running the kernel's Python; the
 compilation cache then supplies the executable. It is declared for the kernels whose tracing and lowering
-cost more than exporting them once costs, which are the PLD accountant's two programs; saving every kernel
-made the command-line tests 7% slower (bench/README, "Saved programs"). (jax.export's CPU lowering of a
+cost more than exporting them once costs: the PLD accountant's two programs, and the RDP DP-SGD ε programs
+(``dpsgd_epsilon``'s and the command line's: their tracing and lowering are ~0.35 s of a warm question's
+~1.7 s CPU, bench/README "Saved RDP programs"); saving every kernel made the command-line tests 7% slower
+(bench/README, "Saved programs"). (jax.export's CPU lowering of a
 call also sets up jaxlib's LAPACK kernels, importing scipy.linalg: ~0.26 s once per process; it is skipped
 for programs that call no LAPACK routine, :class:`_WithoutLapackSetup`.) The key holds everything the traced program depends on: the kernel (module and name), the
 package's source (any edit makes new keys), the static arguments, the input tree, shapes and dtypes, JAX's

@@ -53,6 +53,30 @@ def test_a_saved_program_answers_without_tracing_and_bit_for_bit(monkeypatch):
     assert rows_traced
 
 
+def test_the_rdp_dpsgd_programs_are_saved_and_answer_bit_for_bit(monkeypatch):
+    """dpsgd_epsilon's program and dpsgd_epsilon_conversions' (the command line's) are saved: a later process
+    answers without tracing the RDP curve, with the ordinary jit's bits."""
+    from jaxpriv.accounting.dpsgd import dpsgd_epsilon, dpsgd_epsilon_conversions
+    from jaxpriv.rdp import dpsgd as rdp_dpsgd
+
+    def ask():  # settings of their own, so that the structures may be new to this worker's files
+        return (tuple(map(float, dpsgd_epsilon([0.0137, 0.021], 1.17, 1311, 1e-6))),
+                tuple(map(float, np.ravel(dpsgd_epsilon_conversions(0.0137, 1.17, 1311, 1e-6)))))
+
+    monkeypatch.setenv("JAXPRIV_SAVED_PROGRAMS", "0")
+    ordinary = ask()
+    monkeypatch.setenv("JAXPRIV_SAVED_PROGRAMS", "1")
+    _forget_this_process()
+    first = ask()  # exported here, or read from an earlier run's file
+    curves_traced = []
+    original = rdp_dpsgd.exact_curve
+    monkeypatch.setattr(rdp_dpsgd, "exact_curve", lambda *a, **k: curves_traced.append(1) or original(*a, **k))
+    _forget_this_process()
+    again = ask()
+    assert curves_traced == []  # neither program's Python ran: both came from disk
+    assert again == first == ordinary
+
+
 def test_a_program_that_calls_linear_algebra_is_recognised_by_its_serialized_module():
     """What _load_or_export reads to keep jax.export's LAPACK set-up: the custom calls' names are in the
     serialized module's bytes (an inverse calls LAPACK, an FFT does not). (A name here that held "lapack"

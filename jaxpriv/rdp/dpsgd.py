@@ -33,7 +33,7 @@ def dpsgd_epsilon_kernel(q, sigma, steps, delta, orders_key: tuple, conversion: 
     return to_epsilon_kernel(curve, orders, delta, conversion)
 
 
-@functools.partial(kernel_jit, static_argnames=("conversion",))
+@functools.partial(kernel_jit, static_argnames=("conversion",), saved=True)
 def _dpsgd_epsilon_program(q, sigma, steps, delta, tables, orders, conversion: str = "improved"):
     return to_epsilon_kernel(exact_curve(q, sigma, tables) * steps[:, None], orders, delta, conversion)
 
@@ -133,7 +133,7 @@ def dpsgd_conversions_kernel(q, sigma, steps, delta, orders_key: tuple, iteratio
     return _conversions(curve, q, sigma, steps, delta, jnp.asarray(orders), iterations)
 
 
-@functools.partial(kernel_jit, static_argnames=("iterations",))
+@functools.partial(kernel_jit, static_argnames=("iterations",), saved=True)
 def _dpsgd_conversions_program(q, sigma, steps, delta, tables, orders, iterations: int = 0):
     return _conversions(exact_curve(q, sigma, tables) * steps[:, None], q, sigma, steps, delta, orders, iterations)
 
