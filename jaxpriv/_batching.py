@@ -7,7 +7,6 @@ results are gathered into preallocated numpy arrays. A progress bar appears for 
 
 from __future__ import annotations
 
-import contextlib
 from typing import Callable, Sequence
 
 import jax
@@ -217,7 +216,7 @@ def map_chunked(
             for x in inputs
         ]
         # a sweep's full chunks run the kernels' optimised programs at once (jaxpriv._tiers)
-        with _tiers.optimised() if size >= _tiers.SWEEP_SETTINGS else contextlib.nullcontext():
+        with _tiers.optimised(when=size >= _tiers.SWEEP_SETTINGS):
             result = [to_host(r) for r in kernel(*(to_devices(padded, sharding) if shard else padded))]
         if outputs is None:
             outputs = [np.empty((n,) + r.shape[1:], dtype=r.dtype) for r in result]

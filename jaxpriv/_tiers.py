@@ -98,8 +98,12 @@ jax.monitoring.register_event_duration_secs_listener(_count_compile)
 
 
 @contextlib.contextmanager
-def optimised() -> Iterator[None]:
-    """Within this scope (this thread), every tiered program runs its optimised form."""
+def optimised(when: bool = True) -> Iterator[None]:
+    """Within this scope (this thread), every tiered program runs its optimised form; ``when=False``: a scope
+    that changes nothing (for a caller that decides by the size of its work)."""
+    if not when:
+        yield
+        return
     _local.depth = getattr(_local, "depth", 0) + 1
     try:
         yield

@@ -35,7 +35,6 @@ accountant, kept as a dominating and a dominated atom list, mixed with the "not 
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import jax
@@ -376,7 +375,7 @@ def _run(rows, counts, plan, add, eta, value, query, chunk_size, progress, pmf: 
             # must be on the grid too (its lower half cell is merged down): the same pmfs as on N nodes
             narrow = {"S": int(N) // 8} if N >= _NARROW_FROM and plan["used"][take].max() < N // 8 else {}
             # by the grid alone (not the rows in a call), so a setting runs the same form alone or in a batch
-            with _tiers.optimised() if N >= _OPTIMISED_FROM else contextlib.nullcontext():
+            with _tiers.optimised(when=N >= _OPTIMISED_FROM):
                 results = [to_host(r) for r in pld_grid.evaluate(*args, np.int32(query), N=int(N), pmf=pmf, **narrow)]
             if outs is None:
                 outs = [[None if pmf else np.nan] * R for _ in results]
