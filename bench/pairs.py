@@ -1,0 +1,103 @@
+"""One question asked by two arms in alternating fresh processes: the side-by-side figure of one change.
+
+An arm is a checkout (``.`` for this one, or a ``git worktree`` of another commit) and optional environment
+settings, written ``PATH`` or ``PATH:NAME=VALUE,NAME=VALUE``. Each pair runs arm A then arm B, each in a fresh
+Python process with that checkout first on ``PYTHONPATH``; the CPU figure is the child's user + system
+seconds (``getrusage``), the whole process (imports included). ``--cache cold`` gives every process a new
+empty ``JAXPRIV_CACHE_DIR``; ``--cache warm`` gives each arm one directory, warmed by one unmeasured run.
+Questions ending in ``-new`` ask about a new DP-SGD setting in every pair (seeded, the same for both arms:
+q log-uniform in [1e-3, 0.1], σ uniform in [0.8, 2.9], T log-uniform in [132, 10⁴], δ = 1e-5).
+
+    python bench/pairs.py rdp-new --a .:JAXPRIV_SAVED_PROGRAMS=0 --b . --pairs 6
+    git worktree add /tmp/before 9cf54c6 && python bench/pairs.py pld-corner0 --a /tmp/before --b . --pairs 3
+    python bench/pairs.py steps-best --a /tmp/before --b . --cache warm --pairs 3
+
+Prints each pair (A, B, B − A, the load average) and the medians of A, B and of the pair differences.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PLD = "from jaxpriv import accounting, events as e\nprint(float(accounting.epsilon(e.SelfComposed(" \
+       "e.PoissonSampled({q}, e.Gaussian({s})), {T}), 1e-5, accountant='pld')))"
+#: name → program (a template of q, s, T for the "-new" questions)
+QUESTIONS = {
+    "rdp-new": "import jaxpriv\nprint(float(jaxpriv.dpsgd_epsilon({q}, {s}, {T}, 1e-5)))",
+    "pld-new": _PLD,
+    "pld-corner0": _PLD.format(q=1e-6, s=0.3, T=1),
+    "pld-corner2": _PLD.format(q=0.5, s=0.3, T=1_000_000),
+    "pld-2^16": _PLD.format(q=0.01, s=1.1, T=1000),
+    "pld-2^18": _PLD.format(q=0.001, s=0.8, T=10_000),
+    "steps-best": "from jaxpriv import calibrate\n"
+                  "print(float(calibrate.steps(100.0, 0.01, 0.3, 1e-5, accountant='best')))",
+}
+
+
+def parse_arm(text: str) -> tuple[str, dict]:
+    path, _, settings = text.partition(":")
+    env = dict(item.split("=", 1) for item in settings.split(",") if item)
+    path = os.path.abspath(path)
+    if not os.path.isdir(os.path.join(path, "jaxpriv")):
+        raise SystemExit(f"{path} is not a checkout of jaxpriv (no jaxpriv/ in it)")
+    return path, env
+
+
+def run(program: str, arm: tuple[str, dict], cache: str) -> tuple[float, str]:
+    path, settings = arm
+    env = {**os.environ, **settings, "PYTHONPATH": path, "JAXPRIV_CACHE_DIR": cache}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run([sys.executable, "-c", program], env=env, cwd=path, capture_output=True, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode:
+        raise SystemExit(f"the question failed in {path}:\n{done.stderr[-2000:]}")
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, done.stdout.strip()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("question", choices=sorted(QUESTIONS))
+    parser.add_argument("--a", required=True, help="arm A: PATH or PATH:NAME=VALUE,...")
+    parser.add_argument("--b", required=True, help="arm B: PATH or PATH:NAME=VALUE,...")
+    parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--cache", choices=("cold", "warm"), default="cold")
+    args = parser.parse_args()
+    arms = {"A": parse_arm(args.a), "B": parse_arm(args.b)}
+    template = QUESTIONS[args.question]
+    rng = np.random.default_rng(0)
+    with tempfile.TemporaryDirectory() as scratch:
+        warm = {name: os.path.join(scratch, f"warm-{name}") for name in arms}
+        if args.cache == "warm":
+            for name, arm in arms.items():
+                run(template.format(q=0.01, s=1.1, T=1000), arm, warm[name])
+        cpu = {"A": [], "B": []}
+        for pair in range(1, args.pairs + 1):
+            setting = dict(q=round(10 ** rng.uniform(-3, -1), 5), s=round(rng.uniform(0.8, 2.9), 3),
+                           T=int(10 ** rng.uniform(math.log10(132), 4)))
+            program = template.format(**setting)
+            answers = {}
+            for name, arm in arms.items():
+                cache = warm[name] if args.cache == "warm" else tempfile.mkdtemp(dir=scratch)
+                seconds, answers[name] = run(program, arm, cache)
+                cpu[name].append(seconds)
+            load = os.getloadavg()[0]
+            print(f"pair {pair}: A {cpu['A'][-1]:.2f} s, B {cpu['B'][-1]:.2f} s, B − A {cpu['B'][-1] - cpu['A'][-1]:+.2f} s"
+                  f"  (answers {answers['A']} / {answers['B']}; load {load:.2f})", flush=True)
+    diffs = [b - a for a, b in zip(cpu["A"], cpu["B"])]
+    print(f"{args.question}, {args.cache} cache, {args.pairs} pairs: median CPU A {statistics.median(cpu['A']):.2f} s, "
+          f"B {statistics.median(cpu['B']):.2f} s, pair differences {statistics.median(diffs):+.2f} s "
+          f"(B / A {statistics.median(cpu['B']) / statistics.median(cpu['A']):.2f})")
+
+
+if __name__ == "__main__":
+    main()
