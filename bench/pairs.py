@@ -11,6 +11,7 @@ q log-uniform in [1e-3, 0.1], σ uniform in [0.8, 2.9], T log-uniform in [132, 1
     python bench/pairs.py rdp-new --a .:JAXPRIV_SAVED_PROGRAMS=0 --b . --pairs 6
     git worktree add /tmp/before 9cf54c6 && python bench/pairs.py pld-corner0 --a /tmp/before --b . --pairs 3
     python bench/pairs.py steps-best --a /tmp/before --b . --cache warm --pairs 3
+    python bench/pairs.py tests --tests tests/test_train_clipping.py tests/test_fdp.py --a /tmp/before --b . --pairs 2
 
 Prints each pair (A, B, B − A, the load average) and the medians of A, B and of the pair differences.
 """
@@ -41,6 +42,13 @@ QUESTIONS = {
     "pld-2^18": _PLD.format(q=0.001, s=0.8, T=10_000),
     "steps-best": "from jaxpriv import calibrate\n"
                   "print(float(calibrate.steps(100.0, 0.01, 0.3, 1e-5, accountant='best')))",
+    # the test modules named by --tests, run as the README's test command runs them (pytest-xdist workers
+    # included in the CPU figure); the answer is pytest's summary line
+    "tests": "import subprocess, sys\n"
+             "done = subprocess.run([sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', *{modules}], "
+             "capture_output=True, text=True)\n"
+             "print(done.stdout.strip().splitlines()[-1])\n"
+             "if done.returncode: sys.exit(done.stdout[-3000:] + done.stderr[-2000:])",
 }
 
 
@@ -55,7 +63,8 @@ def parse_arm(text: str) -> tuple[str, dict]:
 
 def run(program: str, arm: tuple[str, dict], cache: str) -> tuple[float, str]:
     path, settings = arm
-    env = {**os.environ, **settings, "PYTHONPATH": path, "JAXPRIV_CACHE_DIR": cache}
+    # the test suite's conftest.py takes its cache from JAXPRIV_TEST_CACHE (and hands it to JAXPRIV_CACHE_DIR)
+    env = {**os.environ, **settings, "PYTHONPATH": path, "JAXPRIV_CACHE_DIR": cache, "JAXPRIV_TEST_CACHE": cache}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run([sys.executable, "-c", program], env=env, cwd=path, capture_output=True, text=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -71,7 +80,13 @@ def main() -> None:
     parser.add_argument("--b", required=True, help="arm B: PATH or PATH:NAME=VALUE,...")
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--cache", choices=("cold", "warm"), default="cold")
+    parser.add_argument("--tests", nargs="+", default=[], metavar="MODULE",
+                        help="the test modules of the question 'tests' (paths relative to the checkout)")
     args = parser.parse_args()
+    if (args.question == "tests") != bool(args.tests):
+        parser.error("--tests names the modules of the question 'tests', and only of it")
+    if args.pairs < 1:
+        parser.error(f"--pairs must be an integer in [1, inf), got {args.pairs}")
     arms = {"A": parse_arm(args.a), "B": parse_arm(args.b)}
     template = QUESTIONS[args.question]
     rng = np.random.default_rng(0)
@@ -79,12 +94,12 @@ def main() -> None:
         warm = {name: os.path.join(scratch, f"warm-{name}") for name in arms}
         if args.cache == "warm":
             for name, arm in arms.items():
-                run(template.format(q=0.01, s=1.1, T=1000), arm, warm[name])
+                run(template.format(q=0.01, s=1.1, T=1000, modules=list(args.tests)), arm, warm[name])
         cpu = {"A": [], "B": []}
         for pair in range(1, args.pairs + 1):
             setting = dict(q=round(10 ** rng.uniform(-3, -1), 5), s=round(rng.uniform(0.8, 2.9), 3),
                            T=int(10 ** rng.uniform(math.log10(132), 4)))
-            program = template.format(**setting)
+            program = template.format(**setting, modules=list(args.tests))
             answers = {}
             for name, arm in arms.items():
                 cache = warm[name] if args.cache == "warm" else tempfile.mkdtemp(dir=scratch)
