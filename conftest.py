@@ -11,14 +11,8 @@
   (bench/README, ``suite_profile.py``). The trainer keeps XLA's defaults for users, because its warm steps
   are what a training run pays for; its numbers depend on the emitter only through float rounding, and the
   suite passes under either (one setting for the whole run: no test compares programs compiled both ways).
-* And at XLA's optimisation level 0 (LLVM's -O0), as compiled projects run their tests on a debug build:
-  about half the compile time for slower code, which the tests' short runs repay (the trainer and federated
-  modules took 0.60× the CPU side by side: bench/README, "pairs.py"). Users compile at level 3, and the
-  PLD accountant's first calls at level 0 (:mod:`jaxpriv._tiers`, whose optimised form states level 3 and
-  keeps it here); the two levels differ where LLVM fuses a multiplication and an addition, by rounding,
-  which the accountants' rounding allowances cover either way.
   ``JAXPRIV_TEST_XLA_DEFAULTS=1`` leaves ``XLA_FLAGS`` alone: every program but the kernels then compiles
-  with XLA's defaults, as for users (the way to test exactly what users compile).
+  with XLA's defaults, as for users.
 * The in-memory JAX caches are cleared after a test module once the process holds more than
   ``JAXPRIV_TEST_MAX_MAPS`` (32,000) memory maps, and after every module where that count is unknown. A
   full run compiles thousands of executables; kept alive in one process they exhaust the kernel's
@@ -39,9 +33,8 @@ if not os.environ.get("JAXPRIV_TEST_XLA_DEFAULTS"):
     # versions, as the kernels' (an option XLA does not know would fail every compilation).
     from jaxpriv._numerics import KERNEL_COMPILER_OPTIONS
 
-    _options = {**KERNEL_COMPILER_OPTIONS, "xla_backend_optimization_level": 0} if KERNEL_COMPILER_OPTIONS else {}
     _flags = os.environ.get("XLA_FLAGS", "").split()
-    _flags += [flag for flag in (f"--{name}={str(value).lower()}" for name, value in _options.items())
+    _flags += [flag for flag in (f"--{name}={str(value).lower()}" for name, value in KERNEL_COMPILER_OPTIONS.items())
                if flag not in _flags]  # once, though the pytest-xdist workers inherit the controller's
     os.environ["XLA_FLAGS"] = " ".join(_flags)
 
