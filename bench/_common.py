@@ -6,6 +6,8 @@ import datetime
 import json
 import os
 import platform
+import resource
+import subprocess
 import time
 
 import jax
@@ -33,6 +35,17 @@ def checkouts(parser, args, this: tuple[str, str]) -> dict[str, str]:
     if args.baseline and not os.path.isfile(os.path.join(args.baseline, "jaxpriv", "__init__.py")):
         parser.error(f"--baseline must be a checkout of jaxpriv (no jaxpriv/__init__.py in {args.baseline!r})")
     return dict([this, *([("baseline", os.path.abspath(args.baseline))] if args.baseline else [])])
+
+
+def child_process(argv: list[str], env: dict, cwd: str, timeout: float = 900):
+    """Run ``argv`` as a fresh process; return (its CPU seconds: user + system of it and its children,
+    wall seconds, the CompletedProcess)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), wall, done
 
 
 def say(text=""):

@@ -29,10 +29,8 @@ import argparse
 import importlib.metadata
 import math
 import os
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,7 +38,7 @@ import time
 import numpy as np
 
 import jaxpriv
-from _common import checkouts, finish, machine_info, print_header, say, table
+from _common import checkouts, child_process, finish, machine_info, print_header, say, table
 
 DELTA = 1e-5
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(jaxpriv.__file__)))  # the checkout measured
@@ -77,14 +75,9 @@ def fresh(argv: list[str], cache: str | None = None, expect: int = 0, cwd: str =
     env = dict(os.environ)
     if cache is not None:
         env["JAXPRIV_CACHE_DIR"] = cache
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    run = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900, cwd=cwd)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu, wall, run = child_process(argv, env, cwd)
     if run.returncode != expect:
         raise RuntimeError(f"{argv} exited {run.returncode}:\n{run.stderr[-2000:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {"cpu": cpu, "wall": wall, "stdout": run.stdout.strip().splitlines()[-1] if run.stdout.strip() else ""}
 
 

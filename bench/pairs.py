@@ -21,13 +21,13 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
+
+from _common import child_process
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PLD = "from jaxpriv import accounting, events as e\nprint(float(accounting.epsilon(e.SelfComposed(" \
@@ -65,12 +65,10 @@ def run(program: str, arm: tuple[str, dict], cache: str) -> tuple[float, str]:
     path, settings = arm
     # the test suite's conftest.py takes its cache from JAXPRIV_TEST_CACHE (and hands it to JAXPRIV_CACHE_DIR)
     env = {**os.environ, **settings, "PYTHONPATH": path, "JAXPRIV_CACHE_DIR": cache, "JAXPRIV_TEST_CACHE": cache}
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run([sys.executable, "-c", program], env=env, cwd=path, capture_output=True, text=True)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu, _, done = child_process([sys.executable, "-c", program], env, path, timeout=None)
     if done.returncode:
         raise SystemExit(f"the question failed in {path}:\n{done.stderr[-2000:]}")
-    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, done.stdout.strip()
+    return cpu, done.stdout.strip()
 
 
 def main() -> None:
