@@ -103,15 +103,20 @@ def test_full_participation_is_plain_composition():
 
 
 def test_tighter_than_rdp_and_batched_like_single():
+    from jaxpriv import _tiers
+
     rate = np.array([0.1, 0.5])
     run = ev.SelfComposed(ev.PoissonSampled(0.05, ev.Gaussian(1.0)), 5)
     event = client_rounds(rate, run, 30)
-    pld = accounting.epsilon(event, 1e-5, accountant="pld")
-    rdp = accounting.epsilon(event, 1e-5, accountant="rdp")
-    assert pld.shape == (2,) and np.all(pld < rdp)
-    one = accounting.epsilon(client_rounds(0.5, run, 30), 1e-5, accountant="pld")
-    assert float(one) == pytest.approx(pld[1], rel=1e-12)
-    assert accounting.epsilon(event, 1e-5) == pytest.approx(pld, rel=1e-12)  # "best" takes the PLD
+    # every call in one tier (jaxpriv._tiers): a program's quick and optimised forms round differently, and
+    # which one a call runs depends on how often the process has called it (this test alone, or after others)
+    with _tiers.optimised():
+        pld = accounting.epsilon(event, 1e-5, accountant="pld")
+        rdp = accounting.epsilon(event, 1e-5, accountant="rdp")
+        assert pld.shape == (2,) and np.all(pld < rdp)
+        one = accounting.epsilon(client_rounds(0.5, run, 30), 1e-5, accountant="pld")
+        assert float(one) == pytest.approx(pld[1], rel=1e-12)
+        assert accounting.epsilon(event, 1e-5) == pytest.approx(pld, rel=1e-12)  # "best" takes the PLD
 
 
 def test_client_sampling_inside_poisson_sampling_is_refused():
