@@ -724,6 +724,25 @@ def test_batched_pld_equals_single_settings():
             np.testing.assert_allclose(batch[i, j], single, rtol=1e-9)
 
 
+
+def test_one_event_at_many_step_counts_is_probed_once(monkeypatch):
+    """The probe (pass 1) depends on a step and the direction, not on how often it is composed: an event at
+    four step counts probes one row per direction, and the answers are those of one-row probes, to the bit."""
+    from jaxpriv.accounting import pld_grid
+
+    probed = []
+    real = pld_grid.probe
+    monkeypatch.setattr(pld_grid, "probe", lambda steps, add: probed.append(np.asarray(add).copy()) or real(steps, add))
+    steps = np.array([100, 1000, 100, 400])
+    batch = accounting.epsilon(dpsgd(0.01, 1.1, steps), 1e-5, accountant="pld")
+    batch_rows = [add.size for add in probed]
+    assert batch[0] == batch[2]
+    for i in (0, 1, 3):
+        probed.clear()
+        single = accounting.epsilon(dpsgd(0.01, 1.1, int(steps[i])), 1e-5, accountant="pld")
+        np.testing.assert_array_equal(batch[i], single)
+        assert [add.size for add in probed] == batch_rows  # the probe calls of a single setting
+
 def test_zero_steps_and_zero_rate():
     """Nothing released: ε = 0 and δ(ε) = 0 for every accountant."""
     for event in (dpsgd(0.01, 1.0, 0), dpsgd(0.0, 1.0, 100)):

@@ -35,6 +35,7 @@ accountant, kept as a dominating and a dominated atom list, mixed with the "not 
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import jax
@@ -242,7 +243,11 @@ def _tree_rows(tree, take):
 
 
 def _probe(rows, add) -> list[np.ndarray]:
-    """Pass 1 over every row: per step, (rows, 2 + len(LAMBDAS) + 3) (see :func:`.pld_grid.probe`)."""
+    """Pass 1 over every row: per step, (rows, 2 + len(LAMBDAS) + 3) (see :func:`.pld_grid.probe`). A probe
+    depends on the steps and the direction only, not on the counts, so rows that differ in their counts
+    alone (one event at many T) are probed once."""
+    first, inverse = _distinct_rows(rows, add)
+    rows, add = [_tree_rows(e, first) for e in rows], add[first]
     R = add.shape[0]
     tables = max(e.table_elements(pld_grid.PROBE_NODES) for e in rows)
     limit = max(16, min(64, power_of_two((1 << 24) // max(tables, 1)) // 2))
@@ -252,7 +257,26 @@ def _probe(rows, add) -> list[np.ndarray]:
         results = pld_grid.probe([_tree_rows(e, take) for e in rows], add[take])
         for o, r in zip(out, results):
             o[start:stop] = to_host(r)[:stop - start]
-    return out
+    return [o[inverse] for o in out]
+
+
+def _distinct_rows(rows, add) -> tuple[np.ndarray, np.ndarray]:
+    """(first, inverse): the first of each group of rows whose steps and direction are equal bit for bit, and
+    each row's group, so that ``x[first][inverse]`` is ``x`` for any per-row function x of them."""
+    leaves = [np.asarray(add)] + [np.asarray(x) for e in rows for x in jax.tree_util.tree_leaves(e)]
+    key = np.concatenate([np.ascontiguousarray(x).reshape(add.shape[0], -1).view(np.uint8) for x in leaves], axis=1)
+    # by a digest of each row's bytes, confirmed byte for byte (np.unique's sort of long byte rows is slow)
+    groups: dict[bytes, list[int]] = {}
+    first, inverse = [], np.empty(key.shape[0], np.int64)
+    for i, row in enumerate(key):
+        candidates = groups.setdefault(hashlib.blake2b(row.tobytes(), digest_size=16).digest(), [])
+        group = next((g for g in candidates if np.array_equal(key[first[g]], row)), None)
+        if group is None:
+            group = len(first)
+            first.append(i)
+            candidates.append(group)
+        inverse[i] = group
+    return np.asarray(first, np.int64), inverse
 
 
 def _table_elements(rows, nodes: int) -> int:
