@@ -42,6 +42,12 @@ QUESTIONS = {
     "pld-2^18": _PLD.format(q=0.001, s=0.8, T=10_000),
     "steps-best": "from jaxpriv import calibrate\n"
                   "print(float(calibrate.steps(100.0, 0.01, 0.3, 1e-5, accountant='best')))",
+    # the four exact-pair rows of the main command's many-rounds tables (reproduce/rounds.py): 10,000 users,
+    # T = 1, 10, 100, 1000, both clone models, at a spread of budgets (APES's Uniform2-like) and at ε₀ = 1 (GSPA's)
+    "rounds-tables": "import numpy as np\nfrom jaxpriv.calibrate.shuffle_rounds import rounds_epsilon\n"
+                     "runs = [(np.linspace(0.01, 2.0, 10_000), 1e-8), (np.ones(10_000), 1e-6)]\n"
+                     "print([round(float(rounds_epsilon(e, d, [1, 10, 100, 1000], model=m)[-1]), 6) "
+                     "for e, d in runs for m in ('gspa', 'apes')])",
     # the test modules named by --tests, run as the README's test command runs them (pytest-xdist workers
     # included in the CPU figure); the answer is pytest's summary line
     "tests": "import subprocess, sys\n"
