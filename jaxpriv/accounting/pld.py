@@ -74,6 +74,9 @@ _NARROW_FROM = 1 << 18
 #: run, not the compilation, is most of a question's time (2-core CPU, fresh processes: one DP-SGD step at
 #: q = 1e-6 on 2^22 nodes, 27.0 s CPU with the quick form, 14.8 s optimised; bench/README "Tiers by grid size")
 _OPTIMISED_FROM = 1 << 20
+#: steps whose tables hold this many values per row (the clone pair of 10⁴ shuffled users: 1.4·10⁷) run the
+#: probe and the evaluation optimised from the first call: there, too, the run is most of a question's time
+_OPTIMISED_TABLES = 1 << 22
 _LAMBDAS = pld_grid.LAMBDAS
 
 
@@ -254,7 +257,8 @@ def _probe(rows, add) -> list[np.ndarray]:
     out = [np.empty((R, _LAMBDAS.size + 5)) for _ in rows]
     for start, stop, size in _row_sizes(R, limit):
         take = np.minimum(np.arange(start, start + size), R - 1)
-        results = pld_grid.probe([_tree_rows(e, take) for e in rows], add[take])
+        with _tiers.optimised(when=tables >= _OPTIMISED_TABLES):
+            results = pld_grid.probe([_tree_rows(e, take) for e in rows], add[take])
         for o, r in zip(out, results):
             o[start:stop] = to_host(r)[:stop - start]
     return [o[inverse] for o in out]
@@ -398,8 +402,9 @@ def _run(rows, counts, plan, add, eta, value, query, chunk_size, progress, pmf: 
             # program per large N; the small grids of most questions keep one). The node above the used ones
             # must be on the grid too (its lower half cell is merged down): the same pmfs as on N nodes
             narrow = {"S": int(N) // 8} if N >= _NARROW_FROM and plan["used"][take].max() < N // 8 else {}
-            # by the grid alone (not the rows in a call), so a setting runs the same form alone or in a batch
-            with _tiers.optimised(when=N >= _OPTIMISED_FROM):
+            # by the grid and the steps' table sizes, not by the rows in a call: a setting runs the same form
+            # alone or in a batch (but where a batch's larger tables widen its own past _OPTIMISED_TABLES)
+            with _tiers.optimised(when=N >= _OPTIMISED_FROM or tables >= _OPTIMISED_TABLES):
                 results = [to_host(r) for r in pld_grid.evaluate(*args, np.int32(query), N=int(N), pmf=pmf, **narrow)]
             if outs is None:
                 outs = [[None if pmf else np.nan] * R for _ in results]
