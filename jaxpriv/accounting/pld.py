@@ -201,7 +201,7 @@ def _interval_at(event, value, h_req, query, chunk_size, progress, wanted=None, 
     tile = lambda x: np.tile(np.asarray(x), (D,) + (1,) * (np.ndim(x) - 1))  # noqa: E731  rows: direction-major
     rows = [jax.tree_util.tree_map(tile, e) for e in step_events]
     add = np.repeat(np.arange(D) == 1, B)
-    plan = _plan(rows, tile(counts), add, None if h_req is None else tile(h_req), tile(lattice))
+    plan = _plan(rows, tile(counts), add, None if h_req is None else tile(h_req), tile(lattice), per_setting=D)
     skip = None
     if wanted is not None:
         skip = ~wanted.reshape(-1) | (plan["h"] >= h_before.reshape(-1) * (1.0 - 1e-12))
@@ -210,7 +210,7 @@ def _interval_at(event, value, h_req, query, chunk_size, progress, wanted=None, 
     value_rows = tile(value)
     eta = np.full(B * D, 1e-12) if query == "delta" else np.maximum(1e-3 * value_rows, 1e-300)
     up, lo = _run(rows, tile(counts), plan, add, eta, value_rows, 1 if query == "delta" else 0, chunk_size, progress,
-                  skip=skip)
+                  skip=skip, per_setting=D)
     up = np.minimum(up, _chernoff_upper(plan["log_mgf"], plan["log_finite"], value_rows, query))
     if skip is not None:
         up, lo = np.where(skip, np.inf, up), np.where(skip, -np.inf, lo)
@@ -227,11 +227,12 @@ def _combined_lattice(lattices) -> np.ndarray:
     return np.where(free.all(-1), 0.0, np.where(shared, base, np.nan))
 
 
-def _row_sizes(rows: int, limit: int) -> list[tuple[int, int, int]]:
+def _row_sizes(rows: int, limit: int, per_setting: int = 2) -> list[tuple[int, int, int]]:
     """(start, stop, padded size) of the program calls over ``rows`` rows: whole chunks of ``limit`` rows (a
-    power of two), the rest in calls of 2 rows (one setting, both directions) unless it fills more than half
-    a chunk: two compiled shapes per program, and little padding (each row costs a grid's work)."""
-    small = max(2, jax.device_count())
+    power of two), the rest in calls of one setting's rows (``per_setting``: both directions, or one for a
+    symmetric event) unless it fills more than half a chunk: two compiled shapes per program, and little
+    padding (each row costs a grid's work)."""
+    small = max(per_setting, jax.device_count())
     limit = max(limit, small)
     calls, start = [], 0
     while rows - start >= limit or (rows - start > limit // 2 and limit > small):
@@ -245,7 +246,7 @@ def _tree_rows(tree, take):
     return jax.tree_util.tree_map(lambda x: np.asarray(x)[take], tree)
 
 
-def _probe(rows, add) -> list[np.ndarray]:
+def _probe(rows, add, per_setting: int = 2) -> list[np.ndarray]:
     """Pass 1 over every row: per step, (rows, 2 + len(LAMBDAS) + 3) (see :func:`.pld_grid.probe`). A probe
     depends on the steps and the direction only, not on the counts, so rows that differ in their counts
     alone (one event at many T) are probed once."""
@@ -255,7 +256,7 @@ def _probe(rows, add) -> list[np.ndarray]:
     tables = max(e.table_elements(pld_grid.PROBE_NODES) for e in rows)
     limit = max(16, min(64, power_of_two((1 << 24) // max(tables, 1)) // 2))
     out = [np.empty((R, _LAMBDAS.size + 5)) for _ in rows]
-    for start, stop, size in _row_sizes(R, limit):
+    for start, stop, size in _row_sizes(R, limit, per_setting):
         take = np.minimum(np.arange(start, start + size), R - 1)
         with _tiers.optimised(when=tables >= _OPTIMISED_TABLES):
             results = pld_grid.probe([_tree_rows(e, take) for e in rows], add[take])
@@ -288,10 +289,10 @@ def _table_elements(rows, nodes: int) -> int:
     return max(e.table_elements(nodes) for e in rows)
 
 
-def _plan(rows, counts, add, h_req, lattice):
+def _plan(rows, counts, add, h_req, lattice, per_setting: int = 2):
     """Pass 1 and the host plan for every row: the grid spacing h, the grid size N, each step's first node,
     the composed window (placed by Chernoff bounds on the steps' MGFs) and the λ that bound its tails."""
-    probes = _probe(rows, add)
+    probes = _probe(rows, add, per_setting)
     smallest = MIN_TABLE_GRID if _table_elements(rows, 1) else MIN_GRID
     lo = np.stack([p[:, 0] for p in probes], -1)  # (R, C)
     hi = np.stack([p[:, 1] for p in probes], -1)
@@ -371,7 +372,8 @@ def _window(log_mgf_total, tail_log):
     return dn_all[rows, i_dn], up_all[rows, i_up], lam[i_dn], lam[i_up]
 
 
-def _run(rows, counts, plan, add, eta, value, query, chunk_size, progress, pmf: bool = False, skip=None):
+def _run(rows, counts, plan, add, eta, value, query, chunk_size, progress, pmf: bool = False, skip=None,
+         per_setting: int = 2):
     """Pass 2: one program per grid size N, over chunks of rows. Returns the outputs per row: arrays of
     scalars (NaN at the rows ``skip`` marks), or (``pmf``) lists of per-row arrays (their lengths are the
     rows' grid sizes)."""
@@ -389,7 +391,7 @@ def _run(rows, counts, plan, add, eta, value, query, chunk_size, progress, pmf: 
         tables = _table_elements(rows, int(N))
         limit = max(1, min(chunk_size or 64, (1 << 22) // int(N), (1 << 24) // max(tables, 1)))
         limit = 1 << (limit.bit_length() - 1)
-        for start, stop, size in _row_sizes(idx.size, limit):
+        for start, stop, size in _row_sizes(idx.size, limit, per_setting):
             take = idx[np.minimum(np.arange(start, start + size), idx.size - 1)]
             args = ([_tree_rows(e, take) for e in rows], [plan["starts"][take, c] for c in range(C)],
                     [plan["used"][take, c] for c in range(C)], [counts[take, c] for c in range(C)],
