@@ -610,7 +610,8 @@ def _girgis_theorem1_kernel(eps0, n, orders, j, allowance):
     higher_parts = binom_parts + (jnp.log(j), gammaln(j / 2.0), 0.5 * j * sum(ratio_parts))
     present = j <= alpha
     terms = jnp.where(present, jnp.where(j == 2.0, sum(second_parts), sum(higher_parts)), -jnp.inf)
-    size = jnp.where(j == 2.0, _magnitude(second_parts), _magnitude(higher_parts[:-1]) + 0.5 * j * _magnitude(ratio_parts))
+    higher_size = _magnitude(higher_parts[:-1]) + 0.5 * j * _magnitude(ratio_parts)
+    size = jnp.where(j == 2.0, _magnitude(second_parts), higher_size)
     remainder_parts = (eps0[..., None] * orders, -(n[..., None] - 1.0) / (8.0 * jnp.exp(eps0[..., None])))
     all_terms = jnp.concatenate([terms, sum(remainder_parts)[..., None]], axis=-1)
     all_sizes = jnp.concatenate([jnp.where(present, size, 0.0), _magnitude(remainder_parts)[..., None]], axis=-1)
