@@ -48,6 +48,13 @@ QUESTIONS = {
                      "runs = [(np.linspace(0.01, 2.0, 10_000), 1e-8), (np.ones(10_000), 1e-6)]\n"
                      "print([round(float(rounds_epsilon(e, d, [1, 10, 100, 1000], model=m)[-1]), 6) "
                      "for e, d in runs for m in ('gspa', 'apes')])",
+    # the README's main command (`jaxpriv reproduce --quick`) in one process; the answer is its verdicts' count
+    "reproduce-quick": "import collections, contextlib, io, json, os, tempfile\nfrom jaxpriv.cli import main\n"
+                       "with tempfile.TemporaryDirectory() as out:\n"
+                       "    with contextlib.redirect_stdout(io.StringIO()):\n"
+                       "        code = main(['reproduce', '--quick', '--out', out])\n"
+                       "    lines = json.load(open(os.path.join(out, 'systems.json')))['headlines']\n"
+                       "print(code, sorted(collections.Counter(line['status'] for line in lines).items()))",
     # the test modules named by --tests, run as the README's test command runs them (pytest-xdist workers
     # included in the CPU figure); the answer is pytest's summary line
     "tests": "import subprocess, sys\n"
