@@ -12,6 +12,7 @@ q log-uniform in [1e-3, 0.1], σ uniform in [0.8, 2.9], T log-uniform in [132, 1
     git worktree add /tmp/before 9cf54c6 && python bench/pairs.py pld-corner0 --a /tmp/before --b . --pairs 3
     python bench/pairs.py steps-best --a /tmp/before --b . --cache warm --pairs 3
     python bench/pairs.py tests --tests tests/test_train_clipping.py tests/test_fdp.py --a /tmp/before --b . --pairs 2
+    python bench/pairs.py reproduce-quick --a /tmp/before --b . --pairs 2   # the README's main command
 
 Prints each pair (A, B, B − A, the load average) and the medians of A, B and of the pair differences.
 """
