@@ -266,7 +266,7 @@ def test_shuffle_json_reproduces_unis(capsys):
 
 def test_shuffle_rounds_json_and_figures(capsys, tmp_path):
     out = tmp_path / "rounds"
-    assert main(["shuffle", "--budgets", "uniform:0.5,1", "--n", "500", "--delta", "1e-6", "--rounds", "10,1",
+    assert main(["shuffle", "--budgets", "uniform:0.5,1", "--n", "100", "--delta", "1e-6", "--rounds", "10,1",
                  "--dims", "2", "--json", "--out", str(out)]) == 0
     report = json.loads(capsys.readouterr().out)["rounds"]
     assert report["rounds"] == [1, 10] and report["dims"] == 2
