@@ -724,7 +724,6 @@ def test_batched_pld_equals_single_settings():
             np.testing.assert_allclose(batch[i, j], single, rtol=1e-9)
 
 
-
 def test_one_event_at_many_step_counts_is_probed_once(monkeypatch):
     """The probe (pass 1) depends on a step and the direction, not on how often it is composed: an event at
     four step counts probes one row per direction, and the answers are those of one-row probes, to the bit."""
@@ -742,6 +741,7 @@ def test_one_event_at_many_step_counts_is_probed_once(monkeypatch):
         single = accounting.epsilon(dpsgd(0.01, 1.1, int(steps[i])), 1e-5, accountant="pld")
         np.testing.assert_array_equal(batch[i], single)
         assert [add.size for add in probed] == batch_rows  # the probe calls of a single setting
+
 
 def test_zero_steps_and_zero_rate():
     """Nothing released: ε = 0 and δ(ε) = 0 for every accountant."""

@@ -356,7 +356,6 @@ def test_girgis_theorem1_matches_direct_formula():
         assert got[i, j, k] >= want
 
 
-
 @pytest.mark.parametrize("share", [1.0, 0.5], ids=["allowance", "half-allowance"])
 @pytest.mark.parametrize("fused", [True, False], ids=["xla-default", "xla-level-0"])
 def test_girgis_theorem1_stays_above_the_direct_formula_however_xla_rounds(fused, share):
@@ -376,6 +375,7 @@ def test_girgis_theorem1_stays_above_the_direct_formula_however_xla_rounds(fused
         want = girgis_theorem1_direct(float(eps0[i, j]), int(n[i, j]), int(orders[k]))
         assert got[i, j, k] >= want, (eps0[i, j], n[i, j], orders[k])
         assert got[i, j, k] == pytest.approx(want, rel=1e-12)
+
 
 @pytest.mark.parametrize("eps0", [0.1, 0.5, 1.0, 2.0, 3.0])
 def test_girgis_theorem1_is_above_exact_shuffled_randomized_response(eps0):
