@@ -49,6 +49,15 @@ QUESTIONS = {
                      "runs = [(np.linspace(0.01, 2.0, 10_000), 1e-8), (np.ones(10_000), 1e-6)]\n"
                      "print([round(float(rounds_epsilon(e, d, [1, 10, 100, 1000], model=m)[-1]), 6) "
                      "for e, d in runs for m in ('gspa', 'apes')])",
+    # `jaxpriv shuffle` with its figures (the ε-vs-n figure compiles clone-sum programs per population size);
+    # the answer is the exact pair's ε after 1 and 10 rounds
+    "shuffle-figures": "import contextlib, io, json, tempfile\nfrom jaxpriv.cli import main\n"
+                       "buffer = io.StringIO()\n"
+                       "with tempfile.TemporaryDirectory() as out, contextlib.redirect_stdout(buffer):\n"
+                       "    main(['shuffle', '--budgets', 'uniform:0.5,1', '--n', '500', '--delta', '1e-6', '--rounds', "
+                       "'10,1', '--dims', '2', '--json', '--out', out])\n"
+                       "rows = json.loads(buffer.getvalue())['rounds']['methods']\n"
+                       "print([row['epsilon'] for row in rows if row['name'] == 'exact pair by PLD, APES'])",
     # the README's main command (`jaxpriv reproduce --quick`) in one process; the answer is its verdicts' count
     "reproduce-quick": "import collections, contextlib, io, json, os, tempfile\nfrom jaxpriv.cli import main\n"
                        "with tempfile.TemporaryDirectory() as out:\n"
