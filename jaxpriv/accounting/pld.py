@@ -35,7 +35,6 @@ accountant, kept as a dominating and a dominated atom list, mixed with the "not 
 
 from __future__ import annotations
 
-import hashlib
 import math
 
 import jax
@@ -270,18 +269,10 @@ def _distinct_rows(rows, add) -> tuple[np.ndarray, np.ndarray]:
     each row's group, so that ``x[first][inverse]`` is ``x`` for any per-row function x of them."""
     leaves = [np.asarray(add)] + [np.asarray(x) for e in rows for x in jax.tree_util.tree_leaves(e)]
     key = np.concatenate([np.ascontiguousarray(x).reshape(add.shape[0], -1).view(np.uint8) for x in leaves], axis=1)
-    # by a digest of each row's bytes, confirmed byte for byte (np.unique's sort of long byte rows is slow)
-    groups: dict[bytes, list[int]] = {}
-    first, inverse = [], np.empty(key.shape[0], np.int64)
-    for i, row in enumerate(key):
-        candidates = groups.setdefault(hashlib.blake2b(row.tobytes(), digest_size=16).digest(), [])
-        group = next((g for g in candidates if np.array_equal(key[first[g]], row)), None)
-        if group is None:
-            group = len(first)
-            first.append(i)
-            candidates.append(group)
-        inverse[i] = group
-    return np.asarray(first, np.int64), inverse
+    # a dict keyed on each row's bytes (np.unique's sort of long byte rows is slow); groups numbered in order
+    groups: dict[bytes, int] = {}
+    inverse = np.fromiter((groups.setdefault(row.tobytes(), len(groups)) for row in key), np.int64, key.shape[0])
+    return np.unique(inverse, return_index=True)[1], inverse
 
 
 def _table_elements(rows, nodes: int) -> int:
