@@ -161,6 +161,22 @@ def test_new_pld_questions_compile_one_program_per_grid_size(monkeypatch):
     assert new <= len(reached) and new + hot <= 6, (new, hot, sorted(seen), sorted(reached))
 
 
+
+def test_a_second_shuffle_question_with_other_numbers_compiles_nothing():
+    """The shuffled clone pair by PLD (a symmetric event: one row a call) at several round counts, and Girgis
+    et al.'s RDP: asked again with another ε₀, n (in the same window rung) and round counts, nothing new."""
+    from jaxpriv.shuffle import bounds
+
+    def ask(eps0, n, rounds):
+        pld = accounting.epsilon(events.SelfComposed(events.Shuffled(eps0, n=n), np.array(rounds)), 1e-6,
+                                 accountant="pld")
+        return pld, bounds.girgis_rdp(eps0, n, np.arange(2, 65))
+
+    _lowered_by(lambda: ask(1.0, 1000, [10, 100]))
+    second, new = _lowered_by(lambda: ask(1.05, 1100, [20, 300]))
+    assert new == 0
+    assert np.all(np.isfinite(second[0])) and second[0][0] < second[0][1]
+
 @pytest.mark.parametrize("refine, orders, steps", [(False, "default", "1299"), (True, "dp_accounting", "1300")])
 def test_the_epsilon_commands_rdp_rows_are_one_program(capsys, refine, orders, steps):
     """``jaxpriv epsilon``'s two RDP rows, the improved conversion (refined or not) and the classic one, come
