@@ -201,18 +201,18 @@ def vector_data(n=7, seed=1):
 # ------------------------------------------------------------------------------------------------
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "loss_fn", "method", "per_layer", "microbatch_size"))
-def _jitted(params, rest, x, y, clip, mask, key, *, graphdef, loss_fn, method, per_layer, microbatch_size):
+@functools.partial(jax.jit, static_argnames=("graphdef", "loss_fn", "method", "per_layer", "microbatch_size", "norm"))
+def _jitted(params, rest, x, y, clip, mask, key, *, graphdef, loss_fn, method, per_layer, microbatch_size, norm):
     return split_clipped_grad_sum(loss_fn, graphdef, params, rest, x, y, clip_norm=clip, mask=mask, key=key,
-                                  per_layer=per_layer, microbatch_size=microbatch_size, method=method)
+                                  per_layer=per_layer, microbatch_size=microbatch_size, method=method, norm=norm)
 
 
 def clipped(model, x, y, clip, *, loss_fn=xent, mask=None, key=None, method="auto", per_layer=False,
-            microbatch_size=None) -> ClippedGradient:
+            microbatch_size=None, norm="l2") -> ClippedGradient:
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     mask = None if mask is None else jnp.asarray(mask)
     return _jitted(params, rest, x, y, clip, mask, key, graphdef=graphdef, loss_fn=loss_fn, method=method,
-                   per_layer=per_layer, microbatch_size=microbatch_size)
+                   per_layer=per_layer, microbatch_size=microbatch_size, norm=norm)
 
 
 def flat(state) -> dict:
@@ -643,8 +643,8 @@ def test_bad_norm(mlp_setup):
     model, x, y = mlp_setup
     with pytest.raises(ValueError, match="norm must be one of"):
         clipped_grad_sum(xent, model, x, y, clip_norm=1.0, norm="linf")
-    with pytest.raises(ValueError, match="method='ghost' computes L2 norms only"):
-        clipped_grad_sum(xent, model, x, y, clip_norm=1.0, norm="l1", method="ghost")
+    with pytest.raises(ValueError, match="norm must be one of"):
+        clipped_grad_sum(xent, model, x, y, clip_norm=1.0, norm="L1", method="ghost")
 
 
 def test_per_layer_norms_of_wrong_length_keys_or_value(mlp_setup):
@@ -788,3 +788,66 @@ def test_l1_clipping_matches_loop_and_has_l1_sensitivity():
     assert out.sensitivity == 0.75
     out = clipped_grad_sum(xent, model, x, y, clip_norm=1.0, per_layer=True, norm="l1")
     assert out.sensitivity == 1.0
+
+
+def reference_l1(grads: list[dict], clip, mask) -> tuple[dict, np.ndarray]:
+    """Σ_i min(1, C/‖g_i‖₁) g_i over the masked-in examples and the L1 norms, in float64 (flat clipping)."""
+    norms = np.array([sum(float(np.sum(np.abs(v))) for v in g.values()) for g in grads])
+    total = {k: np.zeros_like(v) for k, v in grads[0].items()}
+    for g, n, m in zip(grads, norms, mask):
+        for k, v in g.items():
+            total[k] += m * min(1.0, clip / n) * v
+    return total, norms
+
+
+def test_outer_l1_norm_routes():
+    """‖aᵀg‖₁ by its two routes (one row: ‖a‖₁‖g‖₁; several: materialised) against numpy, in float64."""
+    rng = np.random.default_rng(0)
+    for t, d, p in [(1, 5, 3), (3, 20, 30), (40, 4, 3)]:
+        a, g = rng.standard_normal((t, d)), rng.standard_normal((t, p))
+        with jax.enable_x64(True):
+            got = float(_ghost._outer_l1_norm(jnp.asarray(a), jnp.asarray(g)))
+        assert got == pytest.approx(float(np.sum(np.abs(a.T @ g))), rel=1e-12)
+
+
+@pytest.mark.parametrize("model_name", ["multi", "mixed", "sequence"])
+def test_l1_ghost_norms_match_loop_and_vmap_on_every_route(model_name):
+    """L1 clipping by ghost norms: one-position Linear (the factorised norm), convolutions and sequences
+    (materialised per example), an embedding with a repeated token, a Linear called twice, attention
+    projections, and LayerNorm/RMSNorm by vmap in the same pass; against the float64 loop and vmap."""
+    if model_name == "multi":
+        model, (x, y) = Multi(nnx.Rngs(0)), multi_data()
+    elif model_name == "mixed":
+        model, (x, y) = Mixed(nnx.Rngs(5)), vector_data(6)
+    else:
+        model = Sequence(nnx.Rngs(0))
+        x, y = jax.random.randint(jax.random.key(3), (6, 6), 0, 9).at[:, 2].set(4), jnp.array([0, 1, 2, 1, 0, 2])
+    mask = np.array([True, False, True, True, True, True])
+    grads = per_example_grads(model, x, y)
+    clip = float(np.median(reference_l1(grads, 1.0, mask)[1]))  # some examples clipped, some not
+    want, norms = reference_l1(grads, clip, mask)
+    ghost = clipped(model, x, y, clip, mask=mask, method="ghost", norm="l1")
+    assert_matches(ghost, want, norms, F32_TOL)
+    if model_name == "multi":  # and equal to the vmap path's clipped sum
+        assert_close(flat(ghost.grads), flat(clipped(model, x, y, clip, mask=mask, method="vmap", norm="l1").grads),
+                     F32_TOL)
+        # "auto" is ghost for L1 now: the same program's numbers
+        auto = clipped(model, x, y, clip, mask=mask, method="auto", norm="l1")
+        assert_close(flat(auto.grads), flat(ghost.grads), 0.0)
+
+
+def test_l1_ghost_contribution_never_exceeds_the_clip_norm_and_per_layer_splits_it():
+    """Each example's clipped contribution, alone in the batch, has L1 norm ≤ C to float32 rounding on the
+    ghost routes; per-layer L1 clips each layer's slice to C/L."""
+    model, (x, y) = Multi(nnx.Rngs(0)), multi_data(6)
+    clip = 1e-3  # every example clipped
+    for i in range(6):
+        alone = clipped(model, x, y, clip, method="ghost", norm="l1", mask=np.arange(6) == i)
+        norm = sum(float(np.sum(np.abs(v))) for v in flat(alone.grads).values())
+        assert clip * (1 - 1e-5) <= norm <= clip * (1 + 1e-6), (i, norm / clip)
+    layers = layer_names(model)
+    per_layer = clipped(model, x, y, clip, method="ghost", norm="l1", per_layer=True, mask=np.arange(6) == 0)
+    assert float(per_layer.sensitivity) == pytest.approx(clip)
+    for name in layers:
+        part = sum(float(np.sum(np.abs(v))) for k, v in flat(per_layer.grads).items() if k.rsplit("/", 1)[0] == name)
+        assert part <= clip / len(layers) * (1 + 1e-6), name

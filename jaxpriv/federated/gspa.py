@@ -155,7 +155,7 @@ def _local_fn(loss_fn, graphdef):
     def update(numbers, global_params, sigma, data: ClientData, key):
         lr, m = numbers["learning_rate"], numbers["m"]
         out = split_clipped_grad_sum(loss_fn, graphdef, global_params, numbers["rest"], data.x, data.y,
-                                     clip_norm=numbers["clip"], mask=data.mask, method="vmap")
+                                     clip_norm=numbers["clip"], mask=data.mask)
         # σ_i is calibrated on the mean (sensitivity 2C/m, client_sigmas), so its noise goes on the mean;
         # σ_i = 0 (the non-private baseline) adds none
         mean = jax.tree.map(lambda g: g / m, out.grads)

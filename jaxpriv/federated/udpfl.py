@@ -193,7 +193,7 @@ def _local_fn(loss_fn, graphdef, tau: int, used: tuple, norms: tuple):
             sample_key, noise_key = jax.random.split(jax.random.fold_in(key, t))
             batch = data.mask & (jax.random.uniform(sample_key, data.mask.shape) < q)
             sums = {norm: split_clipped_grad_sum(loss_fn, graphdef, p, rest, data.x, data.y, clip_norm=clip,
-                                                 mask=batch, method="vmap", norm=norm) for norm in norms}
+                                                 mask=batch, norm=norm) for norm in norms}
             clipped = pick(mech, {c: sums[_FAMILIES[c].norm] for c in used})
             # one draw over the flat parameter vector: one sampler per mechanism in the program, not per leaf
             noisy = pick(mech, {c: noise.add_noise(noise_key, clipped.grads, noise_of[c][0], sensitivity=noise_of[c][1],

@@ -61,6 +61,18 @@ def _bias_sq_norm(g):
     return jnp.sum(jnp.square(jnp.sum(g, axis=0)))
 
 
+def _outer_l1_norm(a, g):
+    """‖aᵀg‖₁ (the sum of absolute entries) for a (T, d), g (T, p). One position: |a_j g_k| factorises, so
+    it is ‖a‖₁‖g‖₁; several positions share no such identity, so the (d, p) product is materialised."""
+    if a.shape[0] == 1:
+        return jnp.sum(jnp.abs(a)) * jnp.sum(jnp.abs(g))
+    return jnp.sum(jnp.abs(jnp.matmul(a.T, g, precision=EXACT)))
+
+
+def _bias_l1_norm(g):
+    return jnp.sum(jnp.abs(jnp.sum(g, axis=0)))
+
+
 class GhostLayer:
     """A supported layer: how to get its per-example squared gradient norm and its clipped sum."""
 
@@ -75,16 +87,17 @@ class GhostLayer:
         """(T, d) inputs and (T, p) output gradients of one call, for one example."""
         return a.reshape(-1, a.shape[-1]), g.reshape(-1, g.shape[-1])
 
-    def sq_norm(self, acts, gouts):
-        """Squared norm of this layer's gradient for one example (inside vmap), all calls together."""
+    def sq_norm(self, acts, gouts, l1: bool = False):
+        """Squared L2 norm (``l1``: the L1 norm) of this layer's gradient for one example (inside vmap), all
+        calls together."""
         if not acts:
             return jnp.zeros((), jnp.result_type(float))
         pairs = [self.rows(a, g) for a, g in zip(acts, gouts)]
         a = _at_least_f32(jnp.concatenate([p[0] for p in pairs]))
         g = _at_least_f32(jnp.concatenate([p[1] for p in pairs]))
-        total = _outer_sq_norm(a, g)
+        total = _outer_l1_norm(a, g) if l1 else _outer_sq_norm(a, g)
         if "bias" in self.attrs:
-            total = total + _bias_sq_norm(g)
+            total = total + (_bias_l1_norm(g) if l1 else _bias_sq_norm(g))
         return total
 
     def clipped_sum(self, acts, gouts, factor, valid):
@@ -160,23 +173,24 @@ class _GhostConv(GhostLayer):
 
 class _GhostEmbed(GhostLayer):
     """Embedding: example i's gradient adds g_t to row idx_t, so its squared norm is Σ over distinct
-    rows of ‖Σ_{t: idx_t = r} g_t‖², computed by sorting the indices (O(T log T), no V×p array)."""
+    rows of ‖Σ_{t: idx_t = r} g_t‖² (its L1 norm: of ‖·‖₁), computed by sorting the indices (O(T log T), no
+    V×p array)."""
 
-    def sq_norm(self, acts, gouts):
+    def sq_norm(self, acts, gouts, l1: bool = False):
         if not acts:
             return jnp.zeros((), jnp.result_type(float))
         vocab = self.module.num_embeddings
         idx = jnp.concatenate([a.reshape(-1) for a in acts])
         g = _at_least_f32(jnp.concatenate([x.reshape(-1, x.shape[-1]) for x in gouts]))
         if vocab == 1:  # nnx.Embed broadcasts its single row whatever the index
-            return _bias_sq_norm(g)
+            return _bias_l1_norm(g) if l1 else _bias_sq_norm(g)
         idx = jnp.where(idx < 0, idx + vocab, idx)  # jnp.take's wrap-around of negative indices
         order = jnp.argsort(idx)
         sorted_idx = idx[order]
         first = jnp.concatenate([jnp.ones((1,), bool), sorted_idx[1:] != sorted_idx[:-1]])
         segment = jnp.cumsum(first) - 1
         rows = jax.ops.segment_sum(g[order], segment, num_segments=idx.shape[0])
-        return jnp.sum(jnp.square(rows))
+        return jnp.sum(jnp.abs(rows)) if l1 else jnp.sum(jnp.square(rows))
 
 
 def _at_least_f32(x):

@@ -30,9 +30,10 @@ max_i C_i over the masked-in examples — a bound for the examples present; a tr
 record uses C_i itself.
 
 L1 clipping (``norm="l1"``): each example's whole gradient is clipped to ‖g_i‖₁ ≤ C, so the sum has L1
-sensitivity C under add/remove (what per-coordinate Laplace or staircase noise needs). Only the vmap
-path computes L1 norms — the ghost identities are for squared L2 norms of outer products — so
-``method="auto"`` picks vmap and ``method="ghost"`` raises.
+sensitivity C under add/remove (what per-coordinate Laplace or staircase noise needs). Ghost layers have L1
+norms too: for one position Σ_{j,k} |a_j g_k| = ‖a‖₁‖g‖₁ (the outer product's entries factorise), and
+for T positions the (d, p) product a_iᵀg_i is materialised per example (the L1 norm of a sum has no Gram
+identity); an embedding's is Σ over distinct rows of ‖Σ_{t: idx_t = r} g_t‖₁.
 
 Privacy-relevant details: masked-out examples (padding of Poisson batches) and examples whose gradient
 is not finite contribute exactly zero; ghost parameters are hidden from everything but their layer's
@@ -278,7 +279,7 @@ class _ClipPlan(NamedTuple):
     groups: dict  # {layer name: its parameter paths}: the units of per-layer clipping
     clip: Any  # {layer name: C_l} with per_layer, else one C; None when the batch carries per-example norms
     per_layer: bool
-    l1: bool  # clip L1 norms (vmap only) instead of L2
+    l1: bool  # clip L1 norms instead of L2
     layers: dict = {}  # {layer name: GhostLayer}: the layers clipped by ghost norms, the rest by vmap
     probe_shapes: dict = {}  # {layer name: output shape of each call}, for one example
 
@@ -337,7 +338,8 @@ def _pass(plan: _ClipPlan, batch: _Batch):
         sq[group_of[path]] = sq[group_of[path]] + jnp.sum(jnp.abs(g) if plan.l1 else jnp.square(g),
                                                           axis=tuple(range(1, g.ndim)))
     for name, layer in layers.items():
-        sq[name] = sq[name] + jax.vmap(layer.sq_norm)(acts[name], g_probes[name]).astype(dtype)
+        part = jax.vmap(lambda a, g, layer=layer: layer.sq_norm(a, g, plan.l1))(acts[name], g_probes[name])
+        sq[name] = sq[name] + part.astype(dtype)
 
     finish = (lambda v: v) if plan.l1 else jnp.sqrt  # sq holds Σ|g| (L1) or Σ g² (L2)
     norms = finish(sum(sq.values()))
@@ -466,9 +468,6 @@ def split_clipped_grad_sum(loss_fn: Callable, graphdef, params, rest, inputs, la
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if norm not in NORMS:
         raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
-    if norm == "l1" and method == "ghost":
-        raise ValueError("method='ghost' computes L2 norms only (an outer-product identity); use method='vmap' "
-                         "or 'auto' with norm='l1'")
     if microbatch_size is not None and (isinstance(microbatch_size, bool) or not isinstance(microbatch_size, int)
                                         or microbatch_size < 1):
         raise ValueError(f"microbatch_size must be None or an integer ≥ 1, got {microbatch_size!r}")
@@ -487,7 +486,7 @@ def split_clipped_grad_sum(loss_fn: Callable, graphdef, params, rest, inputs, la
 
     template = nnx.merge(graphdef, params, rest)  # Python structure only: which layers are what
     check_per_example(template)
-    if method != "vmap" and norm == "l2":  # L1 norms have no ghost identity: vmap, as documented
+    if method != "vmap":
         plan = _with_ghost_layers(plan, template, method, data)
     flat, norms, loss_sum = _run(plan, data, microbatch_size)
     grads = nnx.from_flat_state([(path, var.replace(flat[path])) for path, var in nnx.to_flat_state(params)])
@@ -526,9 +525,9 @@ def clipped_grad_sum(loss_fn: Callable, model, inputs, labels, *, clip_norm, mas
         by vmap; raises ``ValueError`` if a ghost parameter is used outside its layer's call, or the layer
         is called inside a JAX or nnx transform in ``loss_fn``) or ``"auto"`` (ghost when every layer with
         parameters supports it and ``"ghost"`` would not raise, else vmap, logged at INFO naming the layer
-        that forces it; always vmap for L1).
+        that forces it).
       norm: ``"l2"`` (DP-SGD with Gaussian noise) or ``"l1"`` (‖g_i‖₁ ≤ C: the L1 sensitivity that
-        per-coordinate Laplace/staircase noise is calibrated to; vmap path only).
+        per-coordinate Laplace/staircase noise is calibrated to).
 
     Returns:
       :class:`ClippedGradient` ``(grads, sensitivity, loss, norms)``. An example whose gradient is not
