@@ -13,6 +13,7 @@ q log-uniform in [1e-3, 0.1], σ uniform in [0.8, 2.9], T log-uniform in [132, 1
     python bench/pairs.py steps-best --a /tmp/before --b . --cache warm --pairs 3
     python bench/pairs.py tests --tests tests/test_train_clipping.py tests/test_fdp.py --a /tmp/before --b . --pairs 2
     python bench/pairs.py reproduce-quick --a /tmp/before --b . --pairs 2   # the README's main command
+    python bench/pairs.py system-udpfl --a /tmp/before --b . --pairs 3      # one seed system of it
 
 Prints each pair (A, B, B − A, the load average) and the medians of A, B and of the pair differences.
 """
@@ -73,6 +74,12 @@ QUESTIONS = {
              "print(done.stdout.strip().splitlines()[-1])\n"
              "if done.returncode: sys.exit(done.stdout[-3000:] + done.stderr[-2000:])",
 }
+# one seed system's quick reproduction (reproduce/<name>.py) in one process; the answer is its headline values
+for _name in ("apes", "gspa", "rpdp", "udpfl"):
+    QUESTIONS[f"system-{_name}"] = ("import tempfile\nfrom jaxpriv.reproduce import " + _name + " as system\n"
+                                    "with tempfile.TemporaryDirectory() as out:\n"
+                                    "    result = system.reproduce(True, out)\n"
+                                    "print([row.get('ours_value') for row in result['headlines']])")
 
 
 def parse_arm(text: str) -> tuple[str, dict]:
