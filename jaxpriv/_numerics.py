@@ -114,10 +114,9 @@ def kernel_jit(fun, *, xla_defaults: bool = False, saved: bool = False, tiered: 
     instead of 5.0 s of CPU) and runs about as fast (``bench/compile_options.py`` measures both). The real
     math library is the same, bit for bit; complex exp/log may differ in the last bit, which moves a PLD ε by
     ~1e-10 relative, inside the accountant's rounding allowances. Compilation is most of a new question's
-    time, and of the test suite's. The option is an XLA CPU flag; other backends ignore it. The trainer's and
-    the federated simulator's programs compile with it too (:class:`jaxpriv.train.programs.Program`). Every
-    kernel and program keeps XLA's defaults when the environment variable ``JAXPRIV_KERNEL_XLA_DEFAULTS`` is
-    set (read at import), and so does a kernel declared with
+    time, and of the test suite's. The option is an XLA CPU flag; other backends ignore it. The trainer's
+    programs (convolutions, matrix products) keep XLA's defaults, and so does every kernel when the
+    environment variable ``JAXPRIV_KERNEL_XLA_DEFAULTS`` is set (read at import), and a kernel declared with
     ``xla_defaults=True``: one whose long summation loops run faster with the newer emitter's code (the
     shuffle clone sums, 16% slower warm with the option, ``bench/compile_options.py``).
 

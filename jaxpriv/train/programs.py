@@ -38,8 +38,6 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
-from .._numerics import KERNEL_COMPILER_OPTIONS
-
 __all__ = ["structure_key", "Program", "ProgramCache", "signature"]
 
 
@@ -150,12 +148,7 @@ def signature(args, kwargs=None) -> tuple:
 class Program:
     """``jax.jit(fn, **jit_kwargs)`` that counts its traces: ``traces`` (every trace, including those after
     ``jax.clear_caches()``) and ``signatures`` (the distinct argument signatures it was traced for: its
-    compiled programs). Call it like the jitted function; ``lower`` lowers it.
-
-    It compiles with the kernels' XLA options (:data:`jaxpriv._numerics.KERNEL_COMPILER_OPTIONS`: on the CPU,
-    XLA's elemental fusion emitter). Measured with ``bench/dpsgd_throughput.py --quick`` (the CNN, batch 256)
-    on the 2-core CPU, the DP step ran in 24–27 ms with it against 31–33 ms without, and the federated
-    simulator's rounds of the seeds' systems compiled in about half the time (bench/README)."""
+    compiled programs). Call it like the jitted function; ``lower`` lowers it."""
 
     def __init__(self, fn: Callable, **jit_kwargs):
         self.traces = 0
@@ -169,8 +162,7 @@ class Program:
                 self.signatures.add(signature(args, kwargs))
             return fn(*args, **kwargs)
 
-        options = dict(KERNEL_COMPILER_OPTIONS) or None
-        self.jitted = jax.jit(traced, compiler_options=options, **jit_kwargs)
+        self.jitted = jax.jit(traced, **jit_kwargs)
 
     def __call__(self, *args, **kwargs):
         return self.jitted(*args, **kwargs)
