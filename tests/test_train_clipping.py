@@ -326,14 +326,17 @@ def test_conv_padding_modes_match_loop():
     assert _ghost._ghost_kind(masked) is None
 
 
-def test_outer_sq_norm_routes():
-    """‖aᵀg‖²_F by its three routes (one row, Gram, materialised) against numpy, in float64."""
+def test_outer_norm_routes():
+    """‖aᵀg‖²_F by its three routes (one row, Gram, materialised) and ‖aᵀg‖₁ by its two (one row:
+    ‖a‖₁‖g‖₁; several: materialised) against numpy, in float64."""
     rng = np.random.default_rng(0)
     for t, d, p in [(1, 5, 3), (3, 20, 30), (40, 4, 3)]:
         a, g = rng.standard_normal((t, d)), rng.standard_normal((t, p))
         with jax.enable_x64(True):
-            got = float(_ghost._outer_sq_norm(jnp.asarray(a), jnp.asarray(g)))
-        assert got == pytest.approx(float(np.sum((a.T @ g) ** 2)), rel=1e-12)
+            sq = float(_ghost._outer_sq_norm(jnp.asarray(a), jnp.asarray(g)))
+            l1 = float(_ghost._outer_l1_norm(jnp.asarray(a), jnp.asarray(g)))
+        assert sq == pytest.approx(float(np.sum((a.T @ g) ** 2)), rel=1e-12)
+        assert l1 == pytest.approx(float(np.sum(np.abs(a.T @ g))), rel=1e-12)
 
 
 def test_mixed_model_with_dropout_and_microbatches_matches_loop():
@@ -798,16 +801,6 @@ def reference_l1(grads: list[dict], clip, mask) -> tuple[dict, np.ndarray]:
         for k, v in g.items():
             total[k] += m * min(1.0, clip / n) * v
     return total, norms
-
-
-def test_outer_l1_norm_routes():
-    """‖aᵀg‖₁ by its two routes (one row: ‖a‖₁‖g‖₁; several: materialised) against numpy, in float64."""
-    rng = np.random.default_rng(0)
-    for t, d, p in [(1, 5, 3), (3, 20, 30), (40, 4, 3)]:
-        a, g = rng.standard_normal((t, d)), rng.standard_normal((t, p))
-        with jax.enable_x64(True):
-            got = float(_ghost._outer_l1_norm(jnp.asarray(a), jnp.asarray(g)))
-        assert got == pytest.approx(float(np.sum(np.abs(a.T @ g))), rel=1e-12)
 
 
 @pytest.mark.parametrize("model_name", ["multi", "mixed", "sequence"])
