@@ -74,7 +74,8 @@ def _bias_l1_norm(g):
 
 
 class GhostLayer:
-    """A supported layer: how to get its per-example squared gradient norm and its clipped sum."""
+    """A supported layer: how to get its per-example gradient norm term (Σ g², or Σ|g| for L1) and its clipped
+    sum."""
 
     def __init__(self, path, module):
         self.path = path
@@ -87,7 +88,7 @@ class GhostLayer:
         """(T, d) inputs and (T, p) output gradients of one call, for one example."""
         return a.reshape(-1, a.shape[-1]), g.reshape(-1, g.shape[-1])
 
-    def sq_norm(self, acts, gouts, l1: bool = False):
+    def norm_term(self, acts, gouts, l1: bool = False):
         """Squared L2 norm (``l1``: the L1 norm) of this layer's gradient for one example (inside vmap), all
         calls together."""
         if not acts:
@@ -176,7 +177,7 @@ class _GhostEmbed(GhostLayer):
     rows of ‖Σ_{t: idx_t = r} g_t‖² (its L1 norm: of ‖·‖₁), computed by sorting the indices (O(T log T), no
     V×p array)."""
 
-    def sq_norm(self, acts, gouts, l1: bool = False):
+    def norm_term(self, acts, gouts, l1: bool = False):
         if not acts:
             return jnp.zeros((), jnp.result_type(float))
         vocab = self.module.num_embeddings

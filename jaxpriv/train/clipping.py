@@ -338,7 +338,7 @@ def _pass(plan: _ClipPlan, batch: _Batch):
         sq[group_of[path]] = sq[group_of[path]] + jnp.sum(jnp.abs(g) if plan.l1 else jnp.square(g),
                                                           axis=tuple(range(1, g.ndim)))
     for name, layer in layers.items():
-        part = jax.vmap(lambda a, g, layer=layer: layer.sq_norm(a, g, plan.l1))(acts[name], g_probes[name])
+        part = jax.vmap(lambda a, g, layer=layer: layer.norm_term(a, g, plan.l1))(acts[name], g_probes[name])
         sq[name] = sq[name] + part.astype(dtype)
 
     finish = (lambda v: v) if plan.l1 else jnp.sqrt  # sq holds Σ|g| (L1) or Σ g² (L2)
