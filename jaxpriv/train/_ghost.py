@@ -1,5 +1,5 @@
-"""Ghost norms: a supported layer's per-example squared gradient norm from its inputs and output gradients,
-its book-keeping clipped sum, and the taps that collect both during one batched backward pass (the
+"""Ghost norms: a supported layer's per-example squared L2 (or L1) gradient norm from its inputs and output
+gradients, its book-keeping clipped sum, and the taps that collect both during one batched backward pass (the
 ``"ghost"`` method of :mod:`jaxpriv.train.clipping`, whose module docstring gives the identities and their
 sources: Goodfellow 2015; Li et al. 2022, §4; Bu et al. 2023).
 
@@ -35,7 +35,7 @@ def layer_name(path) -> str:
 
 
 # --------------------------------------------------------------------------------------------------
-# ghost layers: per-example squared norms from (inputs, output gradients), and the book-keeping sum
+# ghost layers: per-example squared L2 or L1 norms from (inputs, output gradients), and the book-keeping sum
 # --------------------------------------------------------------------------------------------------
 
 
