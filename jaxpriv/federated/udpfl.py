@@ -152,9 +152,10 @@ def local_update(loss_fn, graphdef, learning_rate, local_steps, q, *, rest=None,
     lr = float(check_array("learning_rate", learning_rate, 0.0, np.inf, lo_open=True))
     tau = int(check_array("local_steps", local_steps, 1.0, np.inf, integer=True))
     q = float(check_array("q", q, 0.0, 1.0, lo_open=True))
-    # Only the listed mechanisms are in the program. Measured on the shared 2-core CPU (10 clients of ~144
-    # records, τ = 2, q = 0.1; fastest of 60 rounds): all three listed, a round takes 2.8 ms (d = 650) /
-    # 3.7 ms (d = 1210) against 1.1 / 2.0 ms with the one in use — the second clipping pass and the other
+    # Only the listed mechanisms are in the program. Measured on the shared 2-core CPU with per-example
+    # clipping by vmap (before 5b29cde's ghost norms; 10 clients of ~144 records, τ = 2, q = 0.1; fastest of 60
+    # rounds), all three listed: a round takes 2.8 ms (d = 650) / 3.7 ms (d = 1210) against 1.1 / 2.0 ms with
+    # the one in use — the second clipping pass and the other
     # samplers about double the step — and compiles in 7.7-9.5 s against 4.6-6.2 s. (Drawing the noise per
     # leaf instead of once over the flat vector compiled for 34 s.) A mixed population still runs every
     # listed branch (a select under vmap); one vmapped program per mechanism group would need the simulator
