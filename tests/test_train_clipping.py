@@ -201,7 +201,8 @@ def vector_data(n=7, seed=1):
 # ------------------------------------------------------------------------------------------------
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "loss_fn", "method", "per_layer", "microbatch_size", "norm"))
+@functools.partial(jax.jit,
+                   static_argnames=("graphdef", "loss_fn", "method", "per_layer", "microbatch_size", "norm"))
 def _jitted(params, rest, x, y, clip, mask, key, *, graphdef, loss_fn, method, per_layer, microbatch_size, norm):
     return split_clipped_grad_sum(loss_fn, graphdef, params, rest, x, y, clip_norm=clip, mask=mask, key=key,
                                   per_layer=per_layer, microbatch_size=microbatch_size, method=method, norm=norm)
@@ -765,17 +766,23 @@ def test_one_per_example_pass_equals_the_per_group_sum():
         assert_close(flat(one.grads), summed, 1e-6)
 
 
+def reference_l1(grads: list[dict], clip, mask) -> tuple[dict, np.ndarray]:
+    """Σ_i min(1, C/‖g_i‖₁) g_i over the masked-in examples and the L1 norms, in float64 (flat clipping)."""
+    norms = np.array([sum(float(np.sum(np.abs(v))) for v in g.values()) for g in grads])
+    total = {k: np.zeros_like(v) for k, v in grads[0].items()}
+    for g, n, m in zip(grads, norms, mask):
+        for k, v in g.items():
+            total[k] += m * min(1.0, clip / n) * v
+    return total, norms
+
+
 def test_l1_clipping_matches_loop_and_has_l1_sensitivity():
     model = MLP(nnx.Rngs(0))
     x, y = vector_data(7)
     grads = per_example_grads(model, x, y)
-    l1 = np.array([sum(float(np.sum(np.abs(v))) for v in g.values()) for g in grads])
     mask = np.array([True, True, True, False, True, True, True])
-    clip = float(np.median(l1))
-    want = {k: np.zeros_like(v) for k, v in grads[0].items()}
-    for g, n, m in zip(grads, l1, mask):
-        for k, v in g.items():
-            want[k] += m * min(1.0, clip / n) * v
+    clip = float(np.median(reference_l1(grads, 1.0, mask)[1]))
+    want, l1 = reference_l1(grads, clip, mask)
     for method, microbatch_size in (("auto", None), ("vmap", 3)):
         out = clipped_grad_sum(xent, model, x, y, clip_norm=clip, mask=jnp.asarray(mask), norm="l1", method=method,
                                microbatch_size=microbatch_size)
@@ -791,16 +798,6 @@ def test_l1_clipping_matches_loop_and_has_l1_sensitivity():
     assert out.sensitivity == 0.75
     out = clipped_grad_sum(xent, model, x, y, clip_norm=1.0, per_layer=True, norm="l1")
     assert out.sensitivity == 1.0
-
-
-def reference_l1(grads: list[dict], clip, mask) -> tuple[dict, np.ndarray]:
-    """Σ_i min(1, C/‖g_i‖₁) g_i over the masked-in examples and the L1 norms, in float64 (flat clipping)."""
-    norms = np.array([sum(float(np.sum(np.abs(v))) for v in g.values()) for g in grads])
-    total = {k: np.zeros_like(v) for k, v in grads[0].items()}
-    for g, n, m in zip(grads, norms, mask):
-        for k, v in g.items():
-            total[k] += m * min(1.0, clip / n) * v
-    return total, norms
 
 
 @pytest.mark.parametrize("model_name", ["multi", "mixed", "sequence"])
