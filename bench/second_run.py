@@ -2,15 +2,15 @@
 
     python bench/second_run.py [--model mlp|cnn] [--runs 3] [--json OUT]
 
-In one process, ``jaxpriv.train.dpsgd.train`` runs the same architecture on digits at ε = 2 (the first run:
-it compiles the step and the evaluator) and then ``--runs`` more times at other ε, σ-calibrated anew (3, 4,
-6, …; another seed and clip norm each). Every step is timed to completion (the trainer's step program is
-wrapped so that each call waits for its result: ``jax.block_until_ready``). Reported per later run: the
-programs it traced (``new_programs``), its first step's seconds, the median of its other steps of the same
-batch bucket, and their ratio; and, as a control, the same ratio for the first step of the run's second
-epoch (after an evaluation and the accounting, the program long warm). Issue 29's goal: 0 programs and a
-first step within 1.2× of a warm one.
-The same measurement for ``make_private`` (another target ε and clip norm) follows.
+In one process, ``jaxpriv.train.dpsgd.train`` runs the same architecture on digits at ε = 2 (the first run: it
+compiles the step and the evaluator) and then ``--runs`` more times at other ε, σ-calibrated anew (3, 4, 6, …;
+another seed and clip norm each). Every step is timed to completion (the trainer's step program is wrapped so
+that each call waits for its result: ``jax.block_until_ready``). Reported per later run: the step programs it
+traced (``new_programs``), the XLA compilations of the whole run (JAX's monitoring events: step, evaluator,
+sampler, calibration and accounting), its first step's seconds, the median of its other steps of the same
+batch bucket, and their ratio; and, as a control, the same ratio for the first step of the run's second epoch
+(after an evaluation and the accounting, the program long warm). Issue 29's goal: 0 programs and a first step
+within 1.2× of a warm one. The same measurement for ``make_private`` (another target ε and clip norm) follows.
 
 Step times are medians within a run; the machine's load is printed with them.
 """
@@ -71,10 +71,30 @@ def model_of(kind: str, d):
     return dpsgd.CNN(side, 1, d.num_classes, rngs=nnx.Rngs(0))
 
 
+class CompileCounter:
+    """XLA compilations in this process (JAX's monitoring event of each backend compile): ``count``."""
+
+    def __init__(self):
+        self.count = 0
+        jax.monitoring.register_event_duration_secs_listener(self._heard)
+
+    def _heard(self, event, duration, **_):
+        if event == "/jax/core/compile/backend_compile_duration":
+            self.count += 1
+
+
+def row(api, run, eps, programs, compiles, seconds, steps, calls, epoch2_ratio=float("nan")) -> dict:
+    first, warm, count = first_against_warm(calls)
+    return {"api": api, "run": run, "epsilon": eps, "new_programs": programs, "compiles": compiles,
+            "seconds": seconds, "steps": steps, "first_step_s": first, "warm_step_s": warm, "warm_steps": count,
+            "ratio": first / warm, "epoch2_ratio": epoch2_ratio}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", choices=("mlp", "cnn"), default="mlp")
-    parser.add_argument("--runs", type=int, default=3, help="runs after the first (default: %(default)s)")
+    parser.add_argument("--runs", type=int, choices=range(1, 6), default=3,
+                        help="runs after the first, 1 to 5 (default: %(default)s)")
     parser.add_argument("--json", metavar="OUT")
     args = parser.parse_args(argv)
 
@@ -86,37 +106,33 @@ def main(argv=None) -> int:
         timed.append(TimedProgram(build(*a, **k)))
         return timed[-1]
 
-    dpsgd.step_program = step_program
+    dpsgd.step_program = step_program  # make_private imports it from dpsgd when it builds its trainer
+    compiled = CompileCounter()
+    epsilons = [2.0, 3.0, 4.0, 6.0, 8.0, 1.0][: args.runs + 1]
     rows = []
     config = dpsgd.DPSGDConfig(epochs=2, batch_size=128, epsilon=2.0, delta=1e-5, seed=0)
-    for run, eps in enumerate([2.0, 3.0, 4.0, 6.0, 8.0, 1.0][: args.runs + 1]):
+    for run, eps in enumerate(epsilons):
         cfg = dataclasses.replace(config, epsilon=eps, seed=run, clip_norm=1.0 + 0.25 * run)
-        start = time.perf_counter()
+        start, before = time.perf_counter(), compiled.count
         result = dpsgd.train(model_of(args.model, d), optax.sgd(0.5), d, cfg, progress=False)
-        seconds = time.perf_counter() - start
-        first, warm, count = first_against_warm(timed[-1].calls)
-        rows.append({"api": "train", "run": run, "epsilon": eps, "new_programs": result.new_programs,
-                     "seconds": seconds, "steps": result.steps, "first_step_s": first, "warm_step_s": warm,
-                     "warm_steps": count, "ratio": first / warm,
-                     "epoch2_ratio": after_evaluation(timed[-1].calls, result.plan.steps_per_epoch)})
-    for run, eps in enumerate([2.0, 3.0, 4.0, 6.0, 8.0, 1.0][: args.runs + 1]):  # make_private: train()'s step
-        start = time.perf_counter()
+        rows.append(row("train", run, eps, result.new_programs, compiled.count - before, time.perf_counter() - start,
+                        result.steps, timed[-1].calls, after_evaluation(timed[-1].calls, result.plan.steps_per_epoch)))
+    for run, eps in enumerate(epsilons):  # make_private: train()'s step; no evaluation between its epochs
+        start, before = time.perf_counter(), compiled.count
         trainer = private.make_private(model_of(args.model, d), optax.sgd(0.5), d.x_train, d.y_train, batch_size=128,
                                        epochs=2, delta=1e-5, target_epsilon=eps, max_grad_norm=1.0 + 0.25 * run,
                                        seed=run)
         traces = timed[-1].traces
-        trainer.run()  # no evaluation between its epochs: no control column
-        seconds = time.perf_counter() - start
-        first, warm, count = first_against_warm(timed[-1].calls)
-        rows.append({"api": "make_private", "run": run, "epsilon": eps, "new_programs": timed[-1].traces - traces,
-                     "seconds": seconds, "steps": trainer.steps, "first_step_s": first, "warm_step_s": warm,
-                     "warm_steps": count, "ratio": first / warm, "epoch2_ratio": float("nan")})
+        trainer.run()
+        rows.append(row("make_private", run, eps, timed[-1].traces - traces, compiled.count - before,
+                        time.perf_counter() - start, trainer.steps, timed[-1].calls))
 
     print(f"{args.model} on digits, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
-    print(f"{'api':12} {'run':>3} {'ε':>4} {'programs':>8} {'run s':>7} {'first step ms':>13} "
+    print(f"{'api':12} {'run':>3} {'ε':>4} {'programs':>8} {'compiles':>8} {'run s':>7} {'first step ms':>13} "
           f"{'warm step ms':>12} {'first/warm':>10} {'epoch 2 first/warm':>18}")
     for r in rows:
-        print(f"{r['api']:12} {r['run']:>3} {r['epsilon']:>4} {r['new_programs']:>8} {r['seconds']:>7.2f} "
+        print(f"{r['api']:12} {r['run']:>3} {r['epsilon']:>4} {r['new_programs']:>8} {r['compiles']:>8} "
+              f"{r['seconds']:>7.2f} "
               f"{1e3 * r['first_step_s']:>13.2f} {1e3 * r['warm_step_s']:>12.2f} {r['ratio']:>10.2f} "
               f"{r['epoch2_ratio']:>18.2f}")
     if args.json:
