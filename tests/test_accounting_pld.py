@@ -652,13 +652,13 @@ def test_steps_on_a_narrow_grid_give_the_same_interval(monkeypatch):
     window's N: the same pmfs (the optimistic merge starts at the top used node whatever the grid's size),
     so the same interval: to the bit in one tier (measured; 1e-12 allows another reduction order), 2e-9
     relative apart when one ran the quick tier (jaxpriv._tiers). The
-    reference event's default grid (2^16 nodes, its step on 7,439) made to take that path, against the
-    full-width discretisation."""
+    reference event at T = 40,000 (a default grid of 2^16 nodes, its step on 7,439) made to take that path,
+    against the full-width discretisation."""
     from jaxpriv import _tiers
     from jaxpriv.accounting import pld as pld_module
     from jaxpriv.accounting import pld_grid
 
-    event = dpsgd(0.01, 1.1, 10_000)
+    event = dpsgd(0.01, 1.1, 40_000)
     sizes = []
     real = pld_grid.evaluate
     monkeypatch.setattr(pld_grid, "evaluate", lambda *a, **k: sizes.append((k["N"], k.get("S"))) or real(*a, **k))

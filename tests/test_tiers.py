@@ -2,6 +2,7 @@
 compiled at XLA's optimisation level 0, its ninth and later calls (and a sweep's large chunks) the optimised
 one, which is compiled once."""
 
+import math
 import os
 import subprocess
 import sys
@@ -84,10 +85,11 @@ def test_a_sweeps_large_chunks_run_optimised_at_once():
     assert _tiers.tier_up_compiles() == ups  # no tier-up: the sweep asked for the optimised form
 
 
-def test_the_pld_evaluation_runs_optimised_at_once_from_a_large_grid(monkeypatch):
-    """jaxpriv.accounting.pld: an evaluation on a grid of _OPTIMISED_FROM nodes or more runs inside
-    optimised() from its first call, a smaller one does not; decided by the grid, whatever the rows per call
-    (the program itself is not run here: the call is stopped where it would start)."""
+def test_the_pld_evaluation_runs_optimised_at_once_from_a_large_grid_or_a_large_query(monkeypatch):
+    """jaxpriv.accounting.pld: an evaluation runs inside optimised() from its first call on a grid of
+    _OPTIMISED_FROM nodes or more, or where the query's rows on that grid times its nodes reach
+    _OPTIMISED_WORK (a batch); a single question below both does not (the program itself is not run here:
+    the call is stopped where it would start)."""
     from jaxpriv.accounting import pld
 
     default = pld._OPTIMISED_FROM
@@ -103,15 +105,18 @@ def test_the_pld_evaluation_runs_optimised_at_once_from_a_large_grid(monkeypatch
     monkeypatch.setattr(pld.pld_grid, "evaluate", evaluate)
     one = events.SelfComposed(events.PoissonSampled(0.01, events.Gaussian(1.1)), 1000)
     batch = events.SelfComposed(events.PoissonSampled(np.full(40, 0.01), events.Gaussian(1.1)), 1000)
-    for event in (one, batch):
-        for threshold in (1 << 30, 1 << 10):
-            monkeypatch.setattr(pld, "_OPTIMISED_FROM", threshold)
-            with pytest.raises(Stop):
-                accounting.epsilon(event, 1e-5, accountant="pld")
+    for work in (math.inf, pld._OPTIMISED_WORK):
+        monkeypatch.setattr(pld, "_OPTIMISED_WORK", work)
+        for event in (one, batch):
+            for threshold in (1 << 30, 1 << 10):
+                monkeypatch.setattr(pld, "_OPTIMISED_FROM", threshold)
+                with pytest.raises(Stop):
+                    accounting.epsilon(event, 1e-5, accountant="pld")
     # the same grid each time, below the default threshold and above the lowered one; the batch in one call
     assert len({N for N, _, _ in seen}) == 1 and 1 << 10 <= seen[0][0] < default
-    assert [optimised for _, _, optimised in seen] == [False, True, False, True]
-    assert seen[2][1] > seen[0][1]
+    assert seen[2][1] > seen[0][1] and seen[2][1] * seen[2][0] >= pld._OPTIMISED_WORK > seen[0][1] * seen[0][0]
+    # by the grid alone; then the batch's work takes the optimised form whatever the grid
+    assert [optimised for _, _, optimised in seen] == [False, True, False, True, False, True, True, True]
 
 
 def test_both_tiers_answer_alike():

@@ -73,6 +73,11 @@ _NARROW_FROM = 1 << 18
 #: run, not the compilation, is most of a question's time (2-core CPU, fresh processes: one DP-SGD step at
 #: q = 1e-6 on 2^22 nodes, 27.0 s CPU with the quick form, 14.8 s optimised; bench/README "Tiers by grid size")
 _OPTIMISED_FROM = 1 << 20
+#: a query's rows on one grid size, times its nodes, from which they run the optimised programs from the first
+#: call: the quick form runs a row ~3x slower (2-core CPU, DP-SGD on 2^15 nodes: 19 against 6.5 ms), and the
+#: optimised form costs ~0.35 s more to compile (evaluate; the probe ~0.13 s), repaid from ~30 rows. A single
+#: question (two rows) keeps the quick form; its answer differs from a batch's by rounding only (_tiers)
+_OPTIMISED_WORK = 1 << 20
 #: steps whose tables hold this many values per row (the clone pair of 10⁴ shuffled users: 1.4·10⁷) run the
 #: probe and the evaluation optimised from the first call: there, too, the run is most of a question's time
 _OPTIMISED_TABLES = 1 << 22
@@ -257,7 +262,7 @@ def _probe(rows, add, per_setting: int = 2) -> list[np.ndarray]:
     out = [np.empty((R, _LAMBDAS.size + 5)) for _ in rows]
     for start, stop, size in _row_sizes(R, limit, per_setting):
         take = np.minimum(np.arange(start, start + size), R - 1)
-        with _tiers.optimised(when=tables >= _OPTIMISED_TABLES):
+        with _tiers.optimised(when=tables >= _OPTIMISED_TABLES or R * pld_grid.PROBE_NODES >= _OPTIMISED_WORK):
             results = pld_grid.probe([_tree_rows(e, take) for e in rows], add[take])
         for o, r in zip(out, results):
             o[start:stop] = to_host(r)[:stop - start]
@@ -334,7 +339,9 @@ def _spacing(span, sd, h_req, lattice, extra, smallest=MIN_GRID):
         h = np.where(sd > 0, SPACING * sd, span / (smallest - margin))
         h = np.clip(h, span / (MAX_GRID - margin), span / (smallest - margin))
         h = span / (_rung(span / h + margin, smallest) - margin)  # the grid size is paid for: use all of it
-        h = 2.0 ** (np.floor(16.0 * np.log2(h)) / 16.0)  # down to 16 steps an octave: nearby settings share h
+        # up to one of 16 values an octave (nearby settings share h): up, so that the window still fits the
+        # grid size just paid for (rounding down pushed nearly every setting onto a grid twice that size)
+        h = 2.0 ** (np.ceil(16.0 * np.log2(h)) / 16.0)
     else:
         h = np.maximum(h_req, span / (MAX_GRID - margin))
     # a lattice a of atoms: h = a/2^j, so that k·2^j·h is k·a exactly in floating point (every atom a node);
@@ -395,9 +402,10 @@ def _run(rows, counts, plan, add, eta, value, query, chunk_size, progress, pmf: 
             # program per large N; the small grids of most questions keep one). The node above the used ones
             # must be on the grid too (its lower half cell is merged down): the same pmfs as on N nodes
             narrow = {"S": int(N) // 8} if N >= _NARROW_FROM and plan["used"][take].max() < N // 8 else {}
-            # by the grid and the steps' table sizes, not by the rows in a call: a setting runs the same form
-            # alone or in a batch (but where a batch's larger tables widen its own past _OPTIMISED_TABLES)
-            with _tiers.optimised(when=N >= _OPTIMISED_FROM or tables >= _OPTIMISED_TABLES):
+            # by the grid, the steps' table sizes and the query's rows on this grid (not the rows in a call: the
+            # chunks of one query all run one form)
+            with _tiers.optimised(when=N >= _OPTIMISED_FROM or tables >= _OPTIMISED_TABLES
+                                  or idx.size * N >= _OPTIMISED_WORK):
                 results = [to_host(r) for r in pld_grid.evaluate(*args, np.int32(query), N=int(N), pmf=pmf, **narrow)]
             if outs is None:
                 outs = [[None if pmf else np.nan] * R for _ in results]
