@@ -268,7 +268,7 @@ def epsilon(event, delta, *, accountant="best", chunk_size=None, progress=None):
       >>> from jaxpriv import accounting, events
       >>> step = events.PoissonSampled([0.001, 0.01], events.Gaussian(1.0))
       >>> accounting.epsilon(events.SelfComposed(step, 1000), 1e-5, accountant="pld").round(3)
-      array([0.149, 1.828])
+      array([0.149, 1.829])
     """
     return _query(event, delta, "epsilon", accountant, chunk_size, progress)
 

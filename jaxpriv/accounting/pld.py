@@ -50,10 +50,12 @@ __all__ = ["MAX_GRID", "MIN_GRID", "MIN_TABLE_GRID", "SPACING", "INTERVAL_TOLERA
 #: default grid spacing h, in standard deviations of one step's loss (see the module docstring)
 SPACING = 0.1
 #: smallest and largest composed grids (powers of two); wider windows get a coarser h (still certified).
-#: The smallest is what most DP-SGD questions need (2¹³–2¹⁶ at h = SPACING·sd): a single question then
-#: reuses one compiled program (or one on disk) whatever its numbers, at the price of a finer h than
-#: needed, and ~2x the run time, for the batched settings below it
-MIN_GRID, MAX_GRID = 1 << 15, 1 << 22
+#: The smallest is what most DP-SGD questions need (at h = SPACING·sd the rows of 200 random settings, q ∈
+#: [1e-3, 0.1], σ ∈ [0.6, 3], T ∈ [132, 10⁴], need 2¹³ (44%), 2¹⁴ (36%), 2¹⁵ (19%): `bench/pld_grid_sizes.py`):
+#: 81% of single questions then reuse one compiled program (or one on disk) whatever their numbers, at the
+#: price of a finer h than needed, and up to 2x the run time, for the settings below it. Their upper ends
+#: lie within 0.11% of the h → 0 limit (2¹⁵: 0.07%, at twice the batch's time)
+MIN_GRID, MAX_GRID = 1 << 14, 1 << 22
 #: the smallest grid for events with steps held as tables (shuffled clone counts, client mixtures), whose
 #: every node costs a table's width: there the run time, not the compilation, is what a small grid saves
 MIN_TABLE_GRID = 1 << 12
@@ -73,10 +75,12 @@ _NARROW_FROM = 1 << 18
 #: run, not the compilation, is most of a question's time (2-core CPU, fresh processes: one DP-SGD step at
 #: q = 1e-6 on 2^22 nodes, 27.0 s CPU with the quick form, 14.8 s optimised; bench/README "Tiers by grid size")
 _OPTIMISED_FROM = 1 << 20
-#: a query's rows on one grid size, times its nodes, from which they run the optimised programs from the first
-#: call: the quick form runs a row ~3x slower (2-core CPU, DP-SGD on 2^15 nodes: 19 against 6.5 ms), and the
-#: optimised form costs ~0.35 s more to compile (evaluate; the probe ~0.13 s), repaid from ~30 rows. A single
-#: question (two rows) keeps the quick form; its answer differs from a batch's by rounding only (_tiers)
+#: rows times grid nodes from which a query runs the optimised programs from the first call: its rows times
+#: the smallest grid (then its probes and refinements too, so that it compiles one form of each program), or
+#: its rows on one grid size times their nodes. The quick form runs a row ~3x slower (2-core CPU, DP-SGD on 2^15
+#: nodes: 19 against 6.5 ms), and the optimised form costs ~0.35 s more to compile (evaluate; the probe
+#: ~0.13 s), repaid from ~30 rows. A single question (two rows) keeps the quick form; its answer differs from a
+#: batch's by rounding only (_tiers)
 _OPTIMISED_WORK = 1 << 20
 #: steps whose tables hold this many values per row (the clone pair of 10⁴ shuffled users: 1.4·10⁷) run the
 #: probe and the evaluation optimised from the first call: there, too, the run is most of a question's time
@@ -116,6 +120,13 @@ def interval(event, value, *, query: str, discretization=None, tolerance=None, c
     B = value.shape[0]
     if not components(event):  # nothing released: ε = 0 at every δ, δ = 0 at every ε
         return np.zeros(B), np.zeros(B)
+    rows = B * (1 if event.pld_symmetric() else 2)
+    with _tiers.optimised(when=rows * MIN_GRID >= _OPTIMISED_WORK):
+        return _interval(event, value, query, discretization, tolerance, chunk_size, progress)
+
+
+def _interval(event, value, query, discretization, tolerance, chunk_size, progress):
+    B = value.shape[0]
     fixed = None if discretization is None else np.full(B, float(discretization))
     up, lo, h, N = _interval_at(event, value, fixed, query, chunk_size, progress)  # each (directions, B)
     upper, low = up.max(0), lo.max(0)
