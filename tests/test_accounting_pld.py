@@ -641,7 +641,7 @@ def test_a_direction_below_the_other_is_not_refined(monkeypatch):
     assert computed == [2, 1]  # both directions, then the remove direction alone
     assert (upper - lower) / upper <= 1e-3
     computed.clear()
-    monkeypatch.setattr(pld_module, "_interval_at", lambda *a: interval_at(*a[:6]))  # every direction, every round
+    monkeypatch.setattr(pld_module, "_interval_at", lambda *a: interval_at(*a[:7]))  # every direction, every round
     both = accounting.epsilon_interval(event, 1e-5, tolerance=1e-3)
     assert computed == [2, 2]
     np.testing.assert_array_equal(both, (lower, upper))
@@ -722,6 +722,31 @@ def test_batched_pld_equals_single_settings():
         for j in range(2):
             single = accounting.epsilon(dpsgd(float(q[j]), float(sigma[i, 0]), 100), 1e-6, accountant="pld")
             np.testing.assert_allclose(batch[i, j], single, rtol=1e-9)
+
+
+def test_a_large_query_calls_each_program_in_one_shape(monkeypatch):
+    """A query of 32 settings or more (its programs run optimised) pads its last chunk on a grid size into a
+    whole one, where that grid size has a whole chunk, instead of calling a second, 2-row shape: one shape per
+    program and grid size. Each row's answer is the one of the two-shape plan."""
+    from jaxpriv import _tiers
+    from jaxpriv.accounting import pld as pld_module
+    from jaxpriv.accounting import pld_grid
+
+    shapes = {}
+    real = pld_grid.evaluate
+    monkeypatch.setattr(pld_grid, "evaluate", lambda *a, **k: shapes.setdefault(k["N"], set()).add(
+        np.asarray(a[-2]).shape[0]) or real(*a, **k))
+    event = dpsgd(np.geomspace(0.005, 0.05, 40), np.linspace(0.8, 2.0, 40), 1000)
+    out = accounting.epsilon(event, 1e-5, accountant="pld")
+    assert all(len(sizes) == 1 for sizes in shapes.values()), shapes
+    assert max(next(iter(sizes)) for sizes in shapes.values()) == 64  # 80 rows: a whole chunk and a padded one
+    row_sizes = pld_module._row_sizes
+    monkeypatch.setattr(pld_module, "_row_sizes", lambda rows, limit, per_setting=2, whole=False: row_sizes(
+        rows, limit, per_setting))
+    with _tiers.optimised():
+        two_shapes = accounting.epsilon(event, 1e-5, accountant="pld")
+    assert shapes[1 << 14] == {64, 2}  # the plan before: the 16 rows left over in 2-row calls
+    np.testing.assert_allclose(out, two_shapes, rtol=1e-12)
 
 
 def test_one_event_at_many_step_counts_is_probed_once(monkeypatch):

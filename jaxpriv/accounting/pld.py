@@ -120,15 +120,15 @@ def interval(event, value, *, query: str, discretization=None, tolerance=None, c
     B = value.shape[0]
     if not components(event):  # nothing released: ε = 0 at every δ, δ = 0 at every ε
         return np.zeros(B), np.zeros(B)
-    rows = B * (1 if event.pld_symmetric() else 2)
-    with _tiers.optimised(when=rows * MIN_GRID >= _OPTIMISED_WORK):
-        return _interval(event, value, query, discretization, tolerance, chunk_size, progress)
+    large = B * (1 if event.pld_symmetric() else 2) * MIN_GRID >= _OPTIMISED_WORK
+    with _tiers.optimised(when=large):
+        return _interval(event, value, query, discretization, tolerance, chunk_size, progress, large)
 
 
-def _interval(event, value, query, discretization, tolerance, chunk_size, progress):
+def _interval(event, value, query, discretization, tolerance, chunk_size, progress, large):
     B = value.shape[0]
     fixed = None if discretization is None else np.full(B, float(discretization))
-    up, lo, h, N = _interval_at(event, value, fixed, query, chunk_size, progress)  # each (directions, B)
+    up, lo, h, N = _interval_at(event, value, fixed, query, chunk_size, progress, large)  # each (directions, B)
     upper, low = up.max(0), lo.max(0)
     if tolerance is None or discretization is not None:
         return upper, low
@@ -148,7 +148,7 @@ def _interval(event, value, query, discretization, tolerance, chunk_size, progre
         factor = np.clip(np.sqrt(width[redo] / (0.6 * tolerance)), 1.5, 16.0)
         sub = ev.map_numbers(event, lambda _, x: np.asarray(x)[redo] if np.ndim(x) else x)
         u, l_, h[:, redo], N[:, redo] = _interval_at(sub, value[redo], h.min(0)[redo] / factor, query, chunk_size,
-                                                     progress, wanted[:, redo], h[:, redo], N[:, redo])
+                                                     progress, large, wanted[:, redo], h[:, redo], N[:, redo])
         # every round's ends are certified: each direction keeps its tightest, the setting the worse direction's
         up[:, redo], lo[:, redo] = np.minimum(up[:, redo], u), np.maximum(lo[:, redo], l_)
         upper, low = up.max(0), lo.max(0)
@@ -201,8 +201,9 @@ def _width(upper, low):
     return np.where(upper == low, 0.0, np.where(np.isfinite(upper), width, 0.0))
 
 
-def _interval_at(event, value, h_req, query, chunk_size, progress, wanted=None, h_before=None, N_before=None):
-    """One round: (upper, lower, h, N) per direction and setting, each (directions, B). A refinement round
+def _interval_at(event, value, h_req, query, chunk_size, progress, whole, wanted=None, h_before=None, N_before=None):
+    """One round: (upper, lower, h, N) per direction and setting, each (directions, B); ``whole``: every
+    program call a whole chunk (see :func:`_row_sizes`). A refinement round
     passes the rows ``wanted`` and their last grids (h, N): a row not wanted, or whose new grid would not be
     finer than its last (its window fills the largest grid), is not computed (its ends: +inf and −inf, its
     grid: the last)."""
@@ -216,7 +217,8 @@ def _interval_at(event, value, h_req, query, chunk_size, progress, wanted=None, 
     tile = lambda x: np.tile(np.asarray(x), (D,) + (1,) * (np.ndim(x) - 1))  # noqa: E731  rows: direction-major
     rows = [jax.tree_util.tree_map(tile, e) for e in step_events]
     add = np.repeat(np.arange(D) == 1, B)
-    plan = _plan(rows, tile(counts), add, None if h_req is None else tile(h_req), tile(lattice), per_setting=D)
+    plan = _plan(rows, tile(counts), add, None if h_req is None else tile(h_req), tile(lattice), per_setting=D,
+                 whole=whole)
     skip = None
     if wanted is not None:
         skip = ~wanted.reshape(-1) | (plan["h"] >= h_before.reshape(-1) * (1.0 - 1e-12))
@@ -225,7 +227,7 @@ def _interval_at(event, value, h_req, query, chunk_size, progress, wanted=None, 
     value_rows = tile(value)
     eta = np.full(B * D, 1e-12) if query == "delta" else np.maximum(1e-3 * value_rows, 1e-300)
     up, lo = _run(rows, tile(counts), plan, add, eta, value_rows, 1 if query == "delta" else 0, chunk_size, progress,
-                  skip=skip, per_setting=D)
+                  skip=skip, per_setting=D, whole=whole)
     up = np.minimum(up, _chernoff_upper(plan["log_mgf"], plan["log_finite"], value_rows, query))
     if skip is not None:
         up, lo = np.where(skip, np.inf, up), np.where(skip, -np.inf, lo)
@@ -242,13 +244,17 @@ def _combined_lattice(lattices) -> np.ndarray:
     return np.where(free.all(-1), 0.0, np.where(shared, base, np.nan))
 
 
-def _row_sizes(rows: int, limit: int, per_setting: int = 2) -> list[tuple[int, int, int]]:
+def _row_sizes(rows: int, limit: int, per_setting: int = 2, whole: bool = False) -> list[tuple[int, int, int]]:
     """(start, stop, padded size) of the program calls over ``rows`` rows: whole chunks of ``limit`` rows (a
     power of two), the rest in calls of one setting's rows (``per_setting``: both directions, or one for a
     symmetric event) unless it fills more than half a chunk: two compiled shapes per program, and little
-    padding (each row costs a grid's work)."""
+    padding (each row costs a grid's work). ``whole``, where there is a whole chunk: the rest in one whole chunk
+    too, one shape: a large query's (optimised) programs share no shape with single questions' (quick) ones,
+    and one padded chunk costs less than compiling a second shape (1000 DP-SGD settings: two fewer)."""
     small = max(per_setting, jax.device_count())
     limit = max(limit, small)
+    if whole and rows >= limit:
+        return [(s, min(s + limit, rows), limit) for s in range(0, rows, limit)]
     calls, start = [], 0
     while rows - start >= limit or (rows - start > limit // 2 and limit > small):
         calls.append((start, min(start + limit, rows), limit))
@@ -261,7 +267,7 @@ def _tree_rows(tree, take):
     return jax.tree_util.tree_map(lambda x: np.asarray(x)[take], tree)
 
 
-def _probe(rows, add, per_setting: int = 2) -> list[np.ndarray]:
+def _probe(rows, add, per_setting: int = 2, whole: bool = False) -> list[np.ndarray]:
     """Pass 1 over every row: per step, (rows, 2 + len(LAMBDAS) + 3) (see :func:`.pld_grid.probe`). A probe
     depends on the steps and the direction only, not on the counts, so rows that differ in their counts
     alone (one event at many T) are probed once."""
@@ -271,7 +277,7 @@ def _probe(rows, add, per_setting: int = 2) -> list[np.ndarray]:
     tables = max(e.table_elements(pld_grid.PROBE_NODES) for e in rows)
     limit = max(16, min(64, power_of_two((1 << 24) // max(tables, 1)) // 2))
     out = [np.empty((R, _LAMBDAS.size + 5)) for _ in rows]
-    for start, stop, size in _row_sizes(R, limit, per_setting):
+    for start, stop, size in _row_sizes(R, limit, per_setting, whole):
         take = np.minimum(np.arange(start, start + size), R - 1)
         with _tiers.optimised(when=tables >= _OPTIMISED_TABLES or R * pld_grid.PROBE_NODES >= _OPTIMISED_WORK):
             results = pld_grid.probe([_tree_rows(e, take) for e in rows], add[take])
@@ -296,10 +302,10 @@ def _table_elements(rows, nodes: int) -> int:
     return max(e.table_elements(nodes) for e in rows)
 
 
-def _plan(rows, counts, add, h_req, lattice, per_setting: int = 2):
+def _plan(rows, counts, add, h_req, lattice, per_setting: int = 2, whole: bool = False):
     """Pass 1 and the host plan for every row: the grid spacing h, the grid size N, each step's first node,
     the composed window (placed by Chernoff bounds on the steps' MGFs) and the λ that bound its tails."""
-    probes = _probe(rows, add, per_setting)
+    probes = _probe(rows, add, per_setting, whole)
     smallest = MIN_TABLE_GRID if _table_elements(rows, 1) else MIN_GRID
     lo = np.stack([p[:, 0] for p in probes], -1)  # (R, C)
     hi = np.stack([p[:, 1] for p in probes], -1)
@@ -382,7 +388,7 @@ def _window(log_mgf_total, tail_log):
 
 
 def _run(rows, counts, plan, add, eta, value, query, chunk_size, progress, pmf: bool = False, skip=None,
-         per_setting: int = 2):
+         per_setting: int = 2, whole: bool = False):
     """Pass 2: one program per grid size N, over chunks of rows. Returns the outputs per row: arrays of
     scalars (NaN at the rows ``skip`` marks), or (``pmf``) lists of per-row arrays (their lengths are the
     rows' grid sizes)."""
@@ -400,7 +406,7 @@ def _run(rows, counts, plan, add, eta, value, query, chunk_size, progress, pmf: 
         tables = _table_elements(rows, int(N))
         limit = max(1, min(chunk_size or 64, (1 << 22) // int(N), (1 << 24) // max(tables, 1)))
         limit = 1 << (limit.bit_length() - 1)
-        for start, stop, size in _row_sizes(idx.size, limit, per_setting):
+        for start, stop, size in _row_sizes(idx.size, limit, per_setting, whole):
             take = idx[np.minimum(np.arange(start, start + size), idx.size - 1)]
             args = ([_tree_rows(e, take) for e in rows], [plan["starts"][take, c] for c in range(C)],
                     [plan["used"][take, c] for c in range(C)], [counts[take, c] for c in range(C)],
