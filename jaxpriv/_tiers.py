@@ -10,8 +10,8 @@ two programs) are compiled at level 0 for their first :data:`TIER_UP_CALLS` call
 then on: one more compilation, which the calls that follow repay. Calls inside :func:`optimised` take the optimised form at
 once: :func:`jaxpriv._batching.map_chunked` runs a sweep's chunks of :data:`SWEEP_SETTINGS` or more
 settings in it, and the PLD accountant its evaluations on grids of 2^20 nodes or more, a query's many rows
-(rows times nodes from 2^20: a batch of ~16 DP-SGD settings), and its probes and evaluations of steps held as
-large tables (there the run costs more than the compilation).
+(rows times grid nodes from 2^20: 32 DP-SGD settings, fewer on larger grids), and its probes and evaluations
+of steps held as large tables (there the run costs more than the compilation).
 
 The choice is deterministic (a count per structure, no clock), so which programs a sequence of calls
 compiles does not depend on the machine's load. Both forms compute the same operations in the same

@@ -202,8 +202,8 @@ def _width(upper, low):
 
 
 def _interval_at(event, value, h_req, query, chunk_size, progress, whole, wanted=None, h_before=None, N_before=None):
-    """One round: (upper, lower, h, N) per direction and setting, each (directions, B); ``whole``: every
-    program call a whole chunk (see :func:`_row_sizes`). A refinement round
+    """One round: (upper, lower, h, N) per direction and setting, each (directions, B); ``whole``: a large
+    query's rows left over on a grid size join a padded whole chunk (:func:`_row_sizes`). A refinement round
     passes the rows ``wanted`` and their last grids (h, N): a row not wanted, or whose new grid would not be
     finer than its last (its window fills the largest grid), is not computed (its ends: +inf and −inf, its
     grid: the last)."""
