@@ -706,12 +706,17 @@ def bench_pld_speed(n: int, rng, dpa_sample: int | None = None, like_for_like: b
     def call(accountant):
         return lambda: np.asarray(accounting.epsilon(e, DELTA, accountant=accountant, progress=False))
 
-    timings = {}
+    timings, compiles = {}, []
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, seconds, **_: compiles.append(seconds) if event.endswith("backend_compile_duration") else None)
     variants = (("default", accounting.PLD()), ("h", accounting.PLD(discretization=PLD_H)))[:2 if like_for_like else 1]
+    first_compiles = {}
     for name, accountant in variants:
         jax.clear_caches()  # cold: nothing compiled by earlier sections is reused (no persistent cache either)
         gc.collect()
+        before = len(compiles)
         cold, eps = timed(call(accountant))
+        first_compiles[name] = (len(compiles) - before, float(sum(compiles[before:])))  # XLA compilations, seconds
         warm, eps2 = timed(call(accountant))
         timings[name] = (cold, warm, eps, eps2)
         gc.collect()
@@ -728,6 +733,7 @@ def bench_pld_speed(n: int, rng, dpa_sample: int | None = None, like_for_like: b
     slow = np.argsort(t_dpa)[::-1][:3]
     out = {
         "n": n, "steps": PLD_SPEED_T, "jaxpriv_cold_s": cold, "jaxpriv_warm_s": warm,
+        "jaxpriv_cold_compilations": first_compiles["default"][0], "jaxpriv_cold_compile_s": first_compiles["default"][1],
         "jaxpriv_warm_per_setting_s": warm / n, "jaxpriv_cold_per_setting_s": cold / n,
         "jaxpriv_h_cold_s": timings["h"][0] if like_for_like else None,
         "jaxpriv_h_warm_s": timings["h"][1] if like_for_like else None,
@@ -758,6 +764,7 @@ def bench_pld_speed(n: int, rng, dpa_sample: int | None = None, like_for_like: b
         f"the identical call again. ε ratio jaxpriv (default) / dp_accounting pessimistic on these settings: "
         f"median {np.median(ratio):.6f}, max {ratio.max():.6f} (goal ≤ {PLD_RATIO_GOAL}: "
         f"{'yes' if out['ratio_ok'] else '**NO**'}); all finite: {'yes' if out['all_finite'] else '**NO**'}; "
+        f"the first call compiled {first_compiles['default'][0]} XLA programs ({first_compiles['default'][1]:.1f} s); "
         f"the same results cold and warm (to 1e-9 relative: the tiers' rounding; largest difference "
         f"{out['repeat_max_rel_diff']:.1e}): {'yes' if out['same_result_twice'] else '**NO**'}. Slowest "
         "dp_accounting settings: " + ", ".join(f"{t_dpa[i]:.3g} s (q = {q[i]:.3g}, σ = {sigma[i]:.3g})"
