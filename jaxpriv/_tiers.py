@@ -63,7 +63,7 @@ def _options() -> tuple[dict, dict]:
         return {}, {}
     # The full level is stated, not left to XLA's default, so that XLA_FLAGS cannot lower it (per-program
     # options override the flags). The quick form's machine code is generated in one piece, not split over
-    # threads: its programs are small, and the split's per-piece work cost a first PLD answer ~0.15 s of CPU
+    # threads: its programs are small, and the split's per-piece work cost a first PLD answer 0.1-0.2 s of CPU
     # (bench/README, "One piece of machine code")
     return ({"xla_backend_optimization_level": 0, "xla_cpu_parallel_codegen_split_count": 1},
             {"xla_backend_optimization_level": 3})

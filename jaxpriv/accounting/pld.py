@@ -77,10 +77,9 @@ _NARROW_FROM = 1 << 18
 _OPTIMISED_FROM = 1 << 20
 #: rows times grid nodes from which a query runs the optimised programs from the first call: its rows times
 #: the smallest grid (then its probes and refinements too, so that it compiles one form of each program), or
-#: its rows on one grid size times their nodes. The quick form runs a row ~3x slower (2-core CPU, DP-SGD on 2^15
-#: nodes: 19 against 6.5 ms), and the optimised form costs ~0.35 s more to compile (evaluate; the probe
-#: ~0.13 s), repaid from ~30 rows. A single question (two rows) keeps the quick form; its answer differs from a
-#: batch's by rounding only (_tiers)
+#: its rows on one grid size times their nodes. The quick form runs a row 2-5x slower and the optimised form
+#: compiles ~2x longer (bench/README, "Tiered compilation of the PLD programs"): a batch repays the compilation,
+#: a single question (two rows) keeps the quick form; its answer differs from a batch's by rounding only (_tiers)
 _OPTIMISED_WORK = 1 << 20
 #: steps whose tables hold this many values per row (the clone pair of 10⁴ shuffled users: 1.4·10⁷) run the
 #: probe and the evaluation optimised from the first call: there, too, the run is most of a question's time
@@ -279,7 +278,7 @@ def _probe(rows, add, per_setting: int = 2, whole: bool = False) -> list[np.ndar
     out = [np.empty((R, _LAMBDAS.size + 5)) for _ in rows]
     for start, stop, size in _row_sizes(R, limit, per_setting, whole):
         take = np.minimum(np.arange(start, start + size), R - 1)
-        with _tiers.optimised(when=tables >= _OPTIMISED_TABLES or R * pld_grid.PROBE_NODES >= _OPTIMISED_WORK):
+        with _tiers.optimised(when=tables >= _OPTIMISED_TABLES):
             results = pld_grid.probe([_tree_rows(e, take) for e in rows], add[take])
         for o, r in zip(out, results):
             o[start:stop] = to_host(r)[:stop - start]
