@@ -162,6 +162,30 @@ def test_new_pld_questions_compile_one_program_per_grid_size(monkeypatch):
 
 
 
+def test_a_second_large_pld_query_with_other_numbers_compiles_only_new_grid_sizes(monkeypatch):
+    """40 DP-SGD settings by PLD in one call (a large query: optimised programs, whole chunks), then 40 others
+    (q and σ 3% higher): the second lowers a program only for a grid size the first did not reach (here its
+    one refined setting lands on 2^15 where the first's landed on 2^16); its probe and its 64-row evaluations
+    on the common grid sizes reuse the first's."""
+    from jaxpriv.accounting import pld_grid
+
+    sizes = []
+    real = pld_grid.evaluate
+    monkeypatch.setattr(pld_grid, "evaluate", lambda *a, **k: sizes.append(k["N"]) or real(*a, **k))
+
+    def ask(scale):
+        sizes.clear()
+        q, sigma = np.geomspace(0.005, 0.05, 40) * scale, np.linspace(0.8, 2.0, 40) * scale
+        eps = accounting.epsilon(events.SelfComposed(events.PoissonSampled(q, events.Gaussian(sigma)), 1000),
+                                 DELTA, accountant="pld")
+        return eps, set(sizes)
+
+    (first, first_sizes), _ = _lowered_by(lambda: ask(1.0))
+    (second, second_sizes), new = _lowered_by(lambda: ask(1.03))
+    assert new == len(second_sizes - first_sizes) and 1 << 14 in first_sizes & second_sizes
+    assert np.all(np.isfinite(second)) and np.all(second < first)  # more noise, lower ε (q rises by 3% too)
+
+
 def test_a_second_shuffle_question_with_other_numbers_compiles_nothing():
     """The shuffled clone pair by PLD (a symmetric event: one row a call) at several round counts, and Girgis
     et al.'s RDP: asked again with another ε₀, n (in the same window rung) and round counts, nothing new."""
