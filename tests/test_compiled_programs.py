@@ -165,16 +165,27 @@ def test_new_pld_questions_compile_one_program_per_grid_size(monkeypatch):
 def test_a_second_large_pld_query_with_other_numbers_compiles_only_new_grid_sizes(monkeypatch):
     """40 DP-SGD settings by PLD in one call (a large query: optimised programs, whole chunks), then 40 others
     (q and σ 3% higher): the second lowers a program only for a grid size the first did not reach (here its
-    one refined setting lands on 2^15 where the first's landed on 2^16); its probe and its 64-row evaluations
-    on the common grid sizes reuse the first's."""
+    one refined setting lands on 2^15 where the first's landed on 2^16), at most one per such size; its probe
+    and its 64-row evaluations on the common grid sizes reuse the first's. Each program is counted against
+    the grid size being evaluated when it was obtained, so a size an earlier test already compiled (0 new
+    programs) passes as well as a fresh process (1)."""
     from jaxpriv.accounting import pld_grid
 
-    sizes = []
+    sizes, by_size = [], {}
     real = pld_grid.evaluate
-    monkeypatch.setattr(pld_grid, "evaluate", lambda *a, **k: sizes.append(k["N"]) or real(*a, **k))
+
+    def counted(*a, **k):
+        sizes.append(k["N"])
+        before = _lowered[0]
+        out = real(*a, **k)
+        by_size[k["N"]] = by_size.get(k["N"], 0) + _lowered[0] - before
+        return out
+
+    monkeypatch.setattr(pld_grid, "evaluate", counted)
 
     def ask(scale):
         sizes.clear()
+        by_size.clear()
         q, sigma = np.geomspace(0.005, 0.05, 40) * scale, np.linspace(0.8, 2.0, 40) * scale
         eps = accounting.epsilon(events.SelfComposed(events.PoissonSampled(q, events.Gaussian(sigma)), 1000),
                                  DELTA, accountant="pld")
@@ -182,7 +193,11 @@ def test_a_second_large_pld_query_with_other_numbers_compiles_only_new_grid_size
 
     (first, first_sizes), _ = _lowered_by(lambda: ask(1.0))
     (second, second_sizes), new = _lowered_by(lambda: ask(1.03))
-    assert new == len(second_sizes - first_sizes) and 1 << 14 in first_sizes & second_sizes
+    only_new = second_sizes - first_sizes
+    assert only_new and 1 << 14 in first_sizes & second_sizes  # the case the docstring describes
+    assert new == sum(by_size.values()), (new, by_size)  # every program obtained inside an evaluation
+    assert all(by_size[n] == 0 for n in second_sizes & first_sizes), by_size
+    assert all(by_size[n] <= 1 for n in only_new), by_size
     assert np.all(np.isfinite(second)) and np.all(second < first)  # more noise, lower ε (q rises by 3% too)
 
 
