@@ -197,7 +197,8 @@ def discretise(step_law: laws.LossLaw, start, n: int, h, used=None):
     # the fraction t_k of A_{k−1} that uses it up. A piece's excess and deficit at a node, P(1 − e^{ℓ − r})
     # and P(e^{ℓ − r} − 1), are rounded down and up, so every merged ratio is ≥ its node whatever the
     # rounding of the recursion. Cells stay balanced (F = 0) but where the excess outgrows a whole
-    # neighbour (isolated atoms).
+    # neighbour (isolated atoms) or has none below (the lowest node of a law whose density falls from its
+    # least loss, as a subsampled Gaussian's remove direction: T·E F ≈ 30h there, given back by Bernstein).
     grow, shrink = 1.0 + 8.0 * _U, 1.0 - 8.0 * _U
     deficit_b = pb_high * e[1] * grow  # B_k at ℓ_k
     excess_a = -pa_low * e[2] * shrink  # A_k at ℓ_k
@@ -213,7 +214,8 @@ def discretise(step_law: laws.LossLaw, start, n: int, h, used=None):
         rest = jnp.where(fits, available - d_b, 0.0)
         t = jnp.where(fits & (d_below > 0), jnp.minimum(rest / jnp.where(d_below > 0, d_below, 1.0), 1.0)
                       * (1.0 - 4.0 * _U), 0.0)
-        surplus = jnp.where(fits & (t * grow >= 1.0 - 1e-9), rest - t * d_below, 0.0)
+        # the excess A_{k−1} could not use up (all of it taken, or none there: the lowest node), rounded down
+        surplus = jnp.where(fits, jnp.maximum(rest * shrink - t * d_below * grow, 0.0), 0.0)
         return (1.0 - f, t), (f, t, surplus)
 
     nxt = lambda x: jnp.append(x[1:], 0.0)  # noqa: E731  x_{k+1}
@@ -498,14 +500,17 @@ def _inf_mass(pmfs, infs, counts, upper: bool):
 
 
 def _bernstein_shift(f_stats, counts, h, eta):
-    """c with Pr[ΣF < c] ≤ η for the independent offsets F_t ∈ [0, h] (Bernstein: Pr[S − ES ≤ −s] ≤
-    exp(−s²/(2(V + hs/3))) with V = Σ Var F_t), from each step's (mass, Σ mass·F, Σ mass·F²); 0 when
-    nothing can be given back (then no η is spent)."""
+    """c with Pr[ΣF < c] ≤ η for the independent offsets F_t ∈ [0, h], from each step's (mass, Σ mass·F,
+    Σ mass·F²); 0 when nothing can be given back (then no η is spent). Bernstein's one-sided inequality for
+    X_t = −F_t, whose deviations X_t − E X_t = E F_t − F_t are at most b = max_t E F_t because F_t ≥ 0:
+    Pr[ΣF − EΣF ≤ −s] ≤ exp(−s²/(2(V + bs/3))), V = Σ Var F_t. (The range h in place of b, as before,
+    cost up to h·log(1/η)/3 ≈ 6h where the offsets are nearly constant: an isolated atom per step.)"""
     mass = jnp.maximum(f_stats[:, 0], 1e-300)
     mean = f_stats[:, 1] / mass
     var = jnp.maximum(f_stats[:, 2] / mass - mean * mean, 0.0)
     log_eta = jnp.log(1.0 / eta)
-    third = h * log_eta / 3.0
+    b = jnp.minimum(jnp.max(jnp.where(counts > 0, mean, 0.0)) * (1.0 + 1e-9), h)  # rounded up: an upper bound
+    third = b * log_eta / 3.0
     s = third + jnp.sqrt(third * third + 2.0 * log_eta * jnp.sum(counts * var))
     shift = jnp.sum(counts * mean) * (1.0 - 1e-9) - s
     return jnp.maximum(shift, 0.0)
