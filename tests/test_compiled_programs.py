@@ -164,8 +164,8 @@ def test_new_pld_questions_compile_one_program_per_grid_size(monkeypatch):
 
 def test_a_second_large_pld_query_with_other_numbers_compiles_only_new_grid_sizes(monkeypatch):
     """40 DP-SGD settings by PLD in one call (a large query: optimised programs, whole chunks), then 40 others
-    (q and σ 3% higher): the second lowers a program only for a grid size the first did not reach (here its
-    one refined setting lands on 2^15 where the first's landed on 2^16), at most one per such size; its probe
+    (q and σ 10% higher): the second lowers a program only for a grid size the first did not reach (here its
+    refined settings land on 2^16 where the first's landed on 2^15), at most one per such size; its probe
     and its 64-row evaluations on the common grid sizes reuse the first's. Each program is counted against
     the grid size being evaluated when it was obtained, so a size an earlier test already compiled (0 new
     programs) passes as well as a fresh process (1)."""
@@ -192,13 +192,13 @@ def test_a_second_large_pld_query_with_other_numbers_compiles_only_new_grid_size
         return eps, set(sizes)
 
     (first, first_sizes), _ = _lowered_by(lambda: ask(1.0))
-    (second, second_sizes), new = _lowered_by(lambda: ask(1.03))
+    (second, second_sizes), new = _lowered_by(lambda: ask(1.1))
     only_new = second_sizes - first_sizes
     assert only_new and 1 << 14 in first_sizes & second_sizes  # the case the docstring describes
     assert new == sum(by_size.values()), (new, by_size)  # every program obtained inside an evaluation
     assert all(by_size[n] == 0 for n in second_sizes & first_sizes), by_size
     assert all(by_size[n] <= 1 for n in only_new), by_size
-    assert np.all(np.isfinite(second)) and np.all(second < first)  # more noise, lower ε (q rises by 3% too)
+    assert np.all(np.isfinite(second)) and np.all(second < first)  # more noise, lower ε (q rises by 10% too)
 
 
 def test_a_second_shuffle_question_with_other_numbers_compiles_nothing():
