@@ -720,6 +720,10 @@ def bench_pld_speed(n: int, rng, dpa_sample: int | None = None, like_for_like: b
         warm, eps2 = timed(call(accountant))
         timings[name] = (cold, warm, eps, eps2)
         gc.collect()
+    # how many settings the default refines: first-grid intervals wider than its tolerance (untimed; only
+    # intervals wider than 10% are refined in this call)
+    lower, upper = (np.asarray(x) for x in accounting.epsilon_interval(e, DELTA, tolerance=0.1, progress=False))
+    refined = int(np.sum(upper - lower > pld_mod.INTERVAL_TOLERANCE * upper))
     dpa_pld_pessimistic(0.01, 1.1, PLD_SPEED_T, DELTA)  # warm-up (imports, caches)
     # dp_accounting on every setting, or on a random sample of them (its total extrapolated from the mean)
     sample = np.arange(n) if not dpa_sample or dpa_sample >= n else np.sort(rng.choice(n, dpa_sample, replace=False))
@@ -734,6 +738,7 @@ def bench_pld_speed(n: int, rng, dpa_sample: int | None = None, like_for_like: b
     out = {
         "n": n, "steps": PLD_SPEED_T, "jaxpriv_cold_s": cold, "jaxpriv_warm_s": warm,
         "jaxpriv_cold_compilations": first_compiles["default"][0], "jaxpriv_cold_compile_s": first_compiles["default"][1],
+        "jaxpriv_refined_settings": refined,
         "jaxpriv_warm_per_setting_s": warm / n, "jaxpriv_cold_per_setting_s": cold / n,
         "jaxpriv_h_cold_s": timings["h"][0] if like_for_like else None,
         "jaxpriv_h_warm_s": timings["h"][1] if like_for_like else None,
@@ -765,6 +770,8 @@ def bench_pld_speed(n: int, rng, dpa_sample: int | None = None, like_for_like: b
         f"median {np.median(ratio):.6f}, max {ratio.max():.6f} (goal ≤ {PLD_RATIO_GOAL}: "
         f"{'yes' if out['ratio_ok'] else '**NO**'}); all finite: {'yes' if out['all_finite'] else '**NO**'}; "
         f"the first call compiled {first_compiles['default'][0]} XLA programs ({first_compiles['default'][1]:.1f} s); "
+        f"{refined} of the {n} settings were refined (their first-grid interval wider than "
+        f"{pld_mod.INTERVAL_TOLERANCE:.0%}); "
         f"the same results cold and warm (to 1e-9 relative: the tiers' rounding; largest difference "
         f"{out['repeat_max_rel_diff']:.1e}): {'yes' if out['same_result_twice'] else '**NO**'}. Slowest "
         "dp_accounting settings: " + ", ".join(f"{t_dpa[i]:.3g} s (q = {q[i]:.3g}, σ = {sigma[i]:.3g})"
