@@ -198,7 +198,7 @@ def discretise(step_law: laws.LossLaw, start, n: int, h, used=None):
     # and P(e^{ℓ − r} − 1), are rounded down and up, so every merged ratio is ≥ its node whatever the
     # rounding of the recursion. Cells stay balanced (F = 0) but where the excess outgrows a whole
     # neighbour (isolated atoms) or has none below (the lowest node of a law whose density falls from its
-    # least loss, as a subsampled Gaussian's remove direction: T·E F ≈ 30h there, given back by Bernstein).
+    # least loss, as a subsampled Gaussian's remove direction at small σ; given back by Bernstein, MATH §7.3).
     grow, shrink = 1.0 + 8.0 * _U, 1.0 - 8.0 * _U
     deficit_b = pb_high * e[1] * grow  # B_k at ℓ_k
     excess_a = -pa_low * e[2] * shrink  # A_k at ℓ_k
