@@ -520,7 +520,7 @@ def test_small_sigma_lower_end_gives_back_the_lowest_nodes_offsets():
     """MATH §7.3: at small σ (here 0.61–0.86) a subsampled Gaussian's remove direction (its loss density falls
     from its least value log(1 − q)) leaves excess at the lowest node of the merged grid, which no cell below
     can balance: its offsets are given back by Bernstein's one-sided inequality (range E F, not h). These three
-    settings' first-grid intervals were 1.2–1.7% wide without it; now each is ≤ 1% wide, and the lower end stays
+    settings' first-grid intervals were 1.3–1.7% wide without it; now each is ≤ 1% wide, and the lower end stays
     below dp_accounting's pessimistic ε (an upper bound on the true ε)."""
     q, sigma = np.array([0.00147242, 0.00338, 0.0166]), np.array([0.86347, 0.6194, 0.6118])
     lower, upper = accounting.epsilon_interval(dpsgd(q, sigma, 1000), 1e-5, tolerance=0.1)  # no refinement
