@@ -11,6 +11,20 @@ import subprocess
 import time
 
 import jax
+import numpy as np
+
+#: the random DP-SGD settings of the accounting benches: q log-uniform, σ uniform
+Q_RANGE, SIGMA_RANGE = (1e-3, 0.1), (0.6, 3.0)
+
+
+def random_dpsgd(n: int, rng, steps_range: tuple[float, float] | None = None):
+    """(q, σ) of ``n`` random DP-SGD settings, and T log-uniform in ``steps_range`` (rounded) where given;
+    drawn in that order from ``rng``."""
+    q = np.exp(rng.uniform(np.log(Q_RANGE[0]), np.log(Q_RANGE[1]), n))
+    sigma = rng.uniform(*SIGMA_RANGE, n)
+    if steps_range is None:
+        return q, sigma
+    return q, sigma, np.round(np.exp(rng.uniform(np.log(steps_range[0]), np.log(steps_range[1]), n)))
 
 
 def timed(fn):

@@ -61,7 +61,7 @@ if os.path.isfile(os.path.join(_ROOT, "jaxpriv", "__init__.py")):
 import jaxpriv  # noqa: E402
 
 import _common as common  # noqa: E402  (bench/ is the script's directory)
-from _common import first_and_repeats, say, timed  # noqa: E402
+from _common import Q_RANGE, SIGMA_RANGE, first_and_repeats, random_dpsgd, say, timed  # noqa: E402
 
 import jax  # noqa: E402
 from jaxpriv import accounting, calibrate, events, rdp  # noqa: E402
@@ -76,8 +76,6 @@ from dp_accounting.rdp import RdpAccountant  # noqa: E402
 STEPS = 10_000
 DELTA = 1e-5
 CAL_Q = 0.01
-Q_RANGE = (1e-3, 0.1)
-SIGMA_RANGE = (0.6, 3.0)
 SWEEP_CHUNK = 4096
 
 
@@ -441,12 +439,6 @@ def bench_calibration(targets: np.ndarray, repeats: int, like_for_like: bool, ep
 # --------------------------------------------------------------------------------------------------
 
 
-def random_configs(n: int, rng):
-    q = np.exp(rng.uniform(np.log(Q_RANGE[0]), np.log(Q_RANGE[1]), n))
-    sigma = rng.uniform(*SIGMA_RANGE, n)
-    return q, sigma
-
-
 def bench_big_sweep(sizes, rng) -> dict:
     say(f"## 3. Large random sweeps: dpsgd_epsilon(chunk_size={SWEEP_CHUNK}, progress=True)")
     say()
@@ -454,7 +446,7 @@ def bench_big_sweep(sizes, rng) -> dict:
         f"T = 10⁴, δ = {DELTA:g}, default orders.")
     say()
     # Warm-up: compile the chunk shape once, so the sweeps below measure steady-state throughput.
-    q, s = random_configs(SWEEP_CHUNK, rng)
+    q, s = random_dpsgd(SWEEP_CHUNK, rng)
     compile_s, _ = timed(lambda: np.asarray(jaxpriv.dpsgd_epsilon(q, s, STEPS, DELTA, chunk_size=SWEEP_CHUNK,
                                                                   progress=False)))
     del q, s
@@ -463,7 +455,7 @@ def bench_big_sweep(sizes, rng) -> dict:
     runs = []
     for n in sizes:
         gc.collect()
-        q, s = random_configs(n, rng)
+        q, s = random_dpsgd(n, rng)
         before = rss_mib()
         if resettable:
             reset_peak_rss()
@@ -552,13 +544,6 @@ def dpa_rdp_epsilon(q, sigma, steps, delta) -> float:
     return float(accountant.get_epsilon(delta))
 
 
-def random_pld_settings(n: int, rng):
-    q = np.exp(rng.uniform(np.log(Q_RANGE[0]), np.log(Q_RANGE[1]), n))
-    sigma = rng.uniform(*SIGMA_RANGE, n)
-    steps = np.round(np.exp(rng.uniform(np.log(PLD_T_RANGE[0]), np.log(PLD_T_RANGE[1]), n)))
-    return q, sigma, steps
-
-
 def bench_pld_reference() -> dict:
     say(f"## 4a. PLD tightness at reference events (h = {PLD_H:g}, add-or-remove-one)")
     say()
@@ -596,7 +581,7 @@ def bench_pld_reference() -> dict:
 
 
 def bench_pld_grid(n: int, rng) -> dict:
-    q, sigma, steps = random_pld_settings(n, rng)
+    q, sigma, steps = random_dpsgd(n, rng, PLD_T_RANGE)
     say(f"## 4b. PLD tightness on {n} random DP-SGD settings (δ = {DELTA:g}; jaxpriv's default grid, "
         f"dp_accounting at h = {PLD_H:g})")
     say()
@@ -694,7 +679,7 @@ def bench_pld_exact_gaussian(n: int, rng) -> dict:
 
 
 def bench_pld_speed(n: int, rng, dpa_sample: int | None = None, like_for_like: bool = True) -> dict:
-    q, sigma = random_configs(n, rng)
+    q, sigma = random_dpsgd(n, rng)
     say(f"## 4c. PLD speed: ε of {n} settings (T = {PLD_SPEED_T}, δ = {DELTA:g})")
     say()
     say(f"q log-uniform in [{Q_RANGE[0]:g}, {Q_RANGE[1]:g}], σ uniform in [{SIGMA_RANGE[0]:g}, {SIGMA_RANGE[1]:g}], "

@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 import jaxpriv
-from _common import finish, machine_info, print_header, say, table
+from _common import finish, machine_info, print_header, random_dpsgd, say, table
 from jaxpriv import _tiers, accounting, events
 from jaxpriv._numerics import float64
 from jaxpriv.accounting import pld
@@ -34,10 +34,7 @@ CANDIDATES = (1 << 13, 1 << 14, 1 << 15)
 
 
 def random_settings(n: int, seed: int):
-    rng = np.random.default_rng([seed, 28])
-    q = np.exp(rng.uniform(np.log(1e-3), np.log(0.1), n))
-    sigma = rng.uniform(0.6, 3.0, n)
-    steps = np.round(np.exp(rng.uniform(np.log(132), np.log(1e4), n)))
+    q, sigma, steps = random_dpsgd(n, np.random.default_rng([seed, 28]), (132, 1e4))
     return events.SelfComposed(events.PoissonSampled(q, events.Gaussian(sigma)), steps)
 
 
