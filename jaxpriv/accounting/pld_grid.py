@@ -330,13 +330,6 @@ def probe(steps, add):
 # --------------------------------------------------------------------------------------------------
 
 
-def _power(z, count):
-    """z^T of a spectrum (T = 0 gives 1; a zero coefficient stays 0)."""
-    zero = jnp.abs(z) == 0
-    power = jnp.exp(count * jnp.log(jnp.where(zero, 1.0, z)))
-    return jnp.where(count == 0, 1.0, jnp.where(zero, 0.0, power))
-
-
 def _compose(pmfs, counts, starts, window_start):
     """Σ of independent losses: pmfs (C, N), each from its own start, raised to their counts, on N circular
     nodes whose first node is ``window_start``. Returns the composed pmf in window order and the rounding
@@ -344,11 +337,13 @@ def _compose(pmfs, counts, starts, window_start):
     coefficient's forward-FFT error can grow through the power (|d(z^T)| = T|z|^{T−1}|dz|, Parseval)."""
     N = pmfs.shape[-1]
     spectra = jnp.fft.rfft(pmfs, axis=-1)
-    powers = _power(spectra, counts[:, None])
-    spectrum = jnp.prod(powers, axis=0)
-    # the scale needs |y_{−c}| only: |z|^k by a real exp of k·log|z| (a complex power costs ~4 more
-    # transcendentals a coefficient)
-    log_abs = jnp.log(jnp.abs(spectra))  # −inf at a zero coefficient
+    # z^T by one complex log a coefficient (T = 0 gives 1; a zero coefficient stays 0), whose real part,
+    # log|z|, also gives the scale: it needs |y_{−c}| only, |z|^k by a real exp of k·log|z|
+    zero = spectra == 0
+    log_z = jnp.log(jnp.where(zero, 1.0, spectra))
+    T = counts[:, None]
+    spectrum = jnp.prod(jnp.where(T == 0, 1.0, jnp.where(zero, 0.0, jnp.exp(T * log_z))), axis=0)
+    log_abs = jnp.where(zero, -jnp.inf, jnp.real(log_z))
     growth = 0.0
     for c in range(pmfs.shape[0]):
         exponents = counts - (jnp.arange(counts.shape[0]) == c)  # T_c − 1 for step c, T_c' for the others
